@@ -1,0 +1,64 @@
+# The course's two commands:
+#   make lab    create .venv/ if missing, install the project, start JupyterLab on the course
+#   make test   create .venv/ if missing, run the whole test suite
+# Everything is installed with pip from pyproject.toml (direct pins) constrained by
+# requirements.lock (the whole tree pinned).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+LAB_ARGS ?=
+
+# JupyterLab refuses to run as root without --allow-root (containers, CI machines).
+# nbgrader looks for `alembic`, jupyter for kernels, on PATH: use the venv's first.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+START_PAGE ?= lab/tree/course/01_relu_inplace.ipynb
+
+.PHONY: lab test venv nbval notebooks exercises lock clean help
+
+help:
+	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
+	@echo "make test     - install (first time) and run every test (PYTEST_ARGS=...)"
+	@echo "make nbval    - strict nbval of course/ and solutions/ only"
+	@echo "make notebooks- re-execute course/ and solutions/ notebooks, then regenerate exercises/"
+	@echo "make exercises- regenerate exercises/ from solutions/ with nbgrader"
+	@echo "make lock     - rewrite requirements.lock from the installed .venv"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' \
+		|| { echo "Set PYTHON=/path/to/python3.11"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --constraint requirements.lock --editable .
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
+		--LabApp.default_url=/$(START_PAGE) $(ROOT_FLAG) $(LAB_ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+nbval: $(STAMP)
+	$(BIN)/python -m pytest course solutions $(PYTEST_ARGS)
+
+notebooks: $(STAMP)
+	$(BIN)/python -m autograder.notebooks execute $(wildcard course/*.ipynb) $(wildcard solutions/*/*.ipynb)
+	$(MAKE) exercises
+
+exercises: $(STAMP)
+	@for d in solutions/*/; do a=$$(basename $$d); \
+		$(BIN)/nbgrader generate_assignment $$a --force --no-db --log-level=WARN || exit 1; done
+
+lock: $(STAMP)
+	{ sed -n '1,2p' requirements.lock; $(BIN)/python -m pip freeze --exclude-editable \
+		| sed 's/+cpu$$//' | grep -v -E '^(pip|setuptools)=='; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache

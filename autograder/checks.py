@@ -1,0 +1,349 @@
+"""Checks used by the exercises' test cells.
+
+Each ``check_*`` function either returns quietly or raises :class:`CheckFailure`
+(an ``AssertionError``) whose message says what was expected, what was found and the
+likely cause. Test cells read like this::
+
+    from autograder.checks import check_tensor, check_grad, quiet
+
+    with quiet():                       # a warning from student code never costs marks
+        y = my_relu(x)
+    check_tensor(y, torch.relu(x), what="my_relu(x)", cause="...")
+
+Why ``quiet``: nbgrader scores a test cell 0 as soon as it writes anything to stderr,
+so warnings that a *correct* solution may trigger are captured, not printed.
+
+The comparisons are deliberately strict about types: a ``torch.Tensor`` subclass or an
+object that only pretends to be a bool fails with a clear message instead of being
+trusted to compare itself.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+
+import torch
+
+from .messages import CheckFailure, describe, fail
+
+__all__ = [
+    "CheckFailure",
+    "fail",
+    "describe",
+    "quiet",
+    "as_bool",
+    "check_bool",
+    "check_returns",
+    "check_true",
+    "check_tensor",
+    "check_grad",
+    "check_raises",
+    "check_same_object",
+    "TensorState",
+    "check_unchanged",
+    "CallRecorder",
+    "same_values",
+    "shares_storage",
+]
+
+# Originals captured when the module is imported (before any student code runs), so a
+# test keeps working if a notebook reassigns torch.allclose & co. The grading command
+# goes further (see autograder/grading), this is just the first line of defence.
+_Tensor = torch.Tensor
+_equal = torch.equal
+_isclose = torch.isclose
+_isnan = torch.isnan
+_DisableTorchFunction = torch._C.DisableTorchFunction
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def quiet():
+    """Run student code without letting warnings or stderr output reach the cell output.
+
+    Yields a ``list`` that collects the warning messages, in case a test wants them.
+    """
+    caught: list[str] = []
+    buffer = io.StringIO()
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        with contextlib.redirect_stderr(buffer):
+            try:
+                yield caught
+            finally:
+                caught.extend(str(r.message) for r in records)
+
+
+def _is_plain_tensor(value) -> bool:
+    return type(value) is _Tensor
+
+
+def _require_plain_tensor(value, what, cause=None):
+    if _is_plain_tensor(value):
+        return
+    if isinstance(value, _Tensor):
+        fail(
+            f"{what} must be a plain torch.Tensor",
+            expected="torch.Tensor",
+            found=describe(value),
+            cause=cause or "return an ordinary tensor, not a subclass",
+        )
+    fail(
+        f"{what} must be a torch.Tensor",
+        expected="torch.Tensor",
+        found=f"{type(value).__name__}: {describe(value)}",
+        cause=cause or "the function returned something other than a tensor (did you forget `return`?)",
+    )
+
+
+def same_values(a, b) -> bool:
+    """True when ``a`` and ``b`` have the same shape, dtype and values (NaN equals NaN)."""
+    with _DisableTorchFunction():
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        a = a.detach()
+        b = b.detach()
+        if a.is_floating_point() or a.is_complex():
+            both_nan = _isnan(a) & _isnan(b)
+            return bool(((a == b) | both_nan).all())
+        return bool(_equal(a, b))
+
+
+def shares_storage(a, b) -> bool:
+    """True when the two tensors' memory overlaps (same untyped storage)."""
+    with _DisableTorchFunction():
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def as_bool(value, what="the result"):
+    """Accept ``bool``, ``numpy.bool_`` and a one-element bool ``torch.Tensor``."""
+    if type(value) is bool:
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    if _is_plain_tensor(value) and value.dtype == torch.bool and value.numel() == 1:
+        with _DisableTorchFunction():
+            return bool(value.item())
+    fail(
+        f"{what} must be True or False",
+        expected="a bool",
+        found=f"{type(value).__name__}: {describe(value)}",
+        cause="return a Python bool (for a tensor, use .item() or bool(...))",
+    )
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check_true(condition, what, *, expected=None, found=None, cause=None):
+    """Fail with the three-part message unless ``condition`` is truthy."""
+    if not condition:
+        fail(what, expected, found, cause)
+
+
+def check_bool(found, expected: bool, what, *, cause=None):
+    """``found`` (converted with :func:`as_bool`) must equal ``expected``."""
+    value = as_bool(found, what)
+    if value != expected:
+        fail(f"{what} returned {value}", expected=expected, found=value, cause=cause)
+
+
+def check_returns(call, expected: bool, what, *, cause=None):
+    """Run ``call()`` quietly; it must return the bool ``expected``.
+
+    An exception from ``call`` is reported with the same three-part message.
+    """
+    try:
+        with quiet():
+            found = call()
+    except Exception as exc:  # noqa: BLE001 - turned into an actionable message
+        fail(f"{what} raised {type(exc).__name__}", expected=expected, found=describe(exc), cause=cause)
+    check_bool(found, expected, what, cause=cause)
+
+
+def _first_mismatch(found, expected, mismatch):
+    index = tuple(int(i) for i in mismatch.nonzero()[0]) if mismatch.dim() else ()
+    return index, found[index].item(), expected[index].item()
+
+
+def check_tensor(found, expected, what, *, cause=None, rtol=1e-5, atol=1e-8, check_dtype=True):
+    """``found`` must be a plain tensor equal to ``expected`` (NaN matches NaN)."""
+    _require_plain_tensor(found, what, None)
+    with _DisableTorchFunction():
+        if tuple(found.shape) != tuple(expected.shape):
+            fail(
+                f"{what} has the wrong shape",
+                expected=tuple(expected.shape),
+                found=tuple(found.shape),
+                cause=cause,
+            )
+        if check_dtype and found.dtype != expected.dtype:
+            fail(f"{what} has the wrong dtype", expected=expected.dtype, found=found.dtype, cause=cause)
+        f = found.detach()
+        e = expected.detach().to(f.dtype)
+        if f.is_floating_point() or f.is_complex():
+            close = _isclose(f, e, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            close = f == e
+        if bool(close.all()):
+            return
+        index, fv, ev = _first_mismatch(f, e, ~close)
+        where = f" (first difference at index {list(index)}: {fv!r} instead of {ev!r})" if index else ""
+        fail(f"{what} has the wrong values{where}", expected=describe(e), found=describe(f), cause=cause)
+
+
+def check_grad(found, expected, what, *, inputs=None, name="x", cause=None, rtol=1e-5, atol=1e-8):
+    """Compare a gradient; the message names the first wrong position and the input there.
+
+    ``inputs`` (optional) is the tensor the gradient is taken with respect to, so the
+    message can say e.g. ``at x[2] == 0.0 your gradient is 1.0; expected 0.0``.
+    """
+    if found is None:
+        fail(
+            f"{what}: no gradient was computed",
+            expected=describe(expected),
+            found="None",
+            cause=cause or "the result is not connected to the input in the autograd graph",
+        )
+    _require_plain_tensor(found, what)
+    with _DisableTorchFunction():
+        if tuple(found.shape) != tuple(expected.shape):
+            fail(f"{what} has the wrong shape", expected=tuple(expected.shape), found=tuple(found.shape), cause=cause)
+        f = found.detach()
+        e = expected.detach().to(f.dtype)
+        close = _isclose(f, e, rtol=rtol, atol=atol, equal_nan=True)
+        if bool(close.all()):
+            return
+        index, fv, ev = _first_mismatch(f, e, ~close)
+        at = f"{name}[{', '.join(map(str, index))}]" if index else name
+        if inputs is not None:
+            at += f" == {inputs.detach()[index].item()!r}"
+        fail(
+            f"{what}: at {at} your gradient is {fv!r}; expected {ev!r}",
+            expected=describe(e),
+            found=describe(f),
+            cause=cause,
+        )
+
+
+def check_raises(call, exception_types, what, *, match=None, cause=None):
+    """``call()`` must raise one of ``exception_types`` (whose message contains ``match``).
+
+    Returns the exception. Warnings and stderr output of ``call`` are captured.
+    """
+    if not isinstance(exception_types, tuple):
+        exception_types = (exception_types,)
+    names = " or ".join(t.__name__ for t in exception_types)
+    try:
+        with quiet():
+            call()
+    except exception_types as exc:
+        if match is not None and match not in str(exc):
+            fail(
+                f"{what} raised {type(exc).__name__} with an unexpected message",
+                expected=f"a message containing {match!r}",
+                found=describe(str(exc)),
+                cause=cause,
+            )
+        return exc
+    except Exception as exc:  # noqa: BLE001 - reported to the student, not swallowed silently
+        fail(f"{what} raised the wrong exception", expected=names, found=describe(exc), cause=cause)
+    fail(f"{what} did not raise", expected=names, found="no exception", cause=cause)
+
+
+def check_same_object(call, exception, what, *, cause=None):
+    """``call()`` must let ``exception`` (an exception instance) propagate unchanged."""
+    try:
+        with quiet():
+            call()
+    except BaseException as exc:  # noqa: BLE001 - identity is what is being checked
+        if exc is exception:
+            return
+        fail(
+            f"{what} did not let the original exception through",
+            expected=f"the very same {type(exception).__name__} object: {describe(exception)}",
+            found=describe(exc),
+            cause=cause or "catch only the exceptions you mean to handle, and re-raise with a bare `raise`",
+        )
+    fail(
+        f"{what} swallowed an exception",
+        expected=f"{type(exception).__name__} to propagate",
+        found="no exception",
+        cause=cause or "an exception you do not handle must propagate",
+    )
+
+
+def _grad_of(tensor):
+    """``tensor.grad`` without the warning PyTorch prints for non-leaf tensors."""
+    if tensor.is_leaf or tensor.retains_grad:
+        return tensor.grad
+    return None
+
+
+class TensorState:
+    """What a function must not change about a tensor: values, version, requires_grad, grad."""
+
+    def __init__(self, tensor):
+        with _DisableTorchFunction():
+            self.values = tensor.detach().clone()
+            self.version = tensor._version
+            self.requires_grad = tensor.requires_grad
+            grad = _grad_of(tensor)
+            self.grad = None if grad is None else grad.detach().clone()
+
+
+def check_unchanged(tensor, state: TensorState, what, *, cause=None):
+    """``tensor`` must still match the :class:`TensorState` taken before the call."""
+    with _DisableTorchFunction():
+        if not same_values(tensor.detach(), state.values):
+            fail(
+                f"{what} changed the values of its input",
+                expected=describe(state.values),
+                found=describe(tensor.detach()),
+                cause=cause or "work on a copy (x.detach().clone()), never on the argument itself",
+            )
+        if tensor._version != state.version:
+            fail(
+                f"{what} wrote into its input (its _version moved from {state.version} to {tensor._version})",
+                expected=f"_version {state.version}",
+                found=f"_version {tensor._version}",
+                cause=cause or "an in-place operation was applied to the argument itself",
+            )
+        if tensor.requires_grad != state.requires_grad:
+            fail(
+                f"{what} changed requires_grad of its input",
+                expected=state.requires_grad,
+                found=tensor.requires_grad,
+                cause=cause or "call requires_grad_() on a copy, not on the argument",
+            )
+        now = _grad_of(tensor)
+        if (state.grad is None) != (now is None) or (now is not None and not same_values(now, state.grad)):
+            fail(
+                f"{what} changed the .grad of its input",
+                expected=describe(state.grad),
+                found=describe(now),
+                cause=cause or "call backward on a fresh copy that requires grad, not on the argument",
+            )
+
+
+class CallRecorder:
+    """Wrap a callable to count its calls and keep the arguments it received."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.calls = []
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        return self.fn(*args, **kwargs)
+
+    @property
+    def count(self):
+        return len(self.calls)
+
+    def first_arg(self, call=0):
+        return self.calls[call][0][0]
+

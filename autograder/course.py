@@ -1,0 +1,127 @@
+"""Throwaway nbgrader course directories, driven through nbgrader's real command line.
+
+Used by the tests (is the solution worth full marks? the blank release 0?) and by the
+benchmarks (stock ``nbgrader autograde`` as the baseline)::
+
+    course = TempCourse(tmp_path, ["01_relu_inplace"])     # copies solutions/ + config
+    course.generate()                                      # nbgrader generate_assignment
+    course.submit("alice", "01_relu_inplace", some_notebook_path)
+    course.autograde("01_relu_inplace")                    # nbgrader autograde
+    course.scores("01_relu_inplace")   # {"alice": {"01_relu_inplace": {"test_x": (1.0, 1.0)}}}
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTIONS = REPO / "solutions"
+EXERCISES = REPO / "exercises"
+
+
+def assignments() -> list[str]:
+    """Every assignment of the course: the folders of ``solutions/``, sorted."""
+    return sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def notebooks(assignment: str) -> list[str]:
+    """Notebook names (without ``.ipynb``) of one assignment's source."""
+    return sorted(p.stem for p in (SOLUTIONS / assignment).glob("*.ipynb"))
+
+
+def nbgrader_command() -> list[str]:
+    """``nbgrader`` of the running interpreter's environment."""
+    return [sys.executable, "-m", "nbgrader"]
+
+
+class TempCourse:
+    """An nbgrader course rooted at ``root`` with this repository's config and sources."""
+
+    def __init__(self, root, assignment_names=None):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.assignments = list(assignment_names or assignments())
+        shutil.copy(REPO / "nbgrader_config.py", self.root / "nbgrader_config.py")
+        for name in self.assignments:
+            shutil.copytree(SOLUTIONS / name, self.root / "solutions" / name, dirs_exist_ok=True)
+
+    # -- running nbgrader -----------------------------------------------------------
+
+    def nbgrader(self, *args, check=True, timeout=1800) -> subprocess.CompletedProcess:
+        """Run ``nbgrader ARGS`` from the course root; raise with its output if it fails."""
+        env = dict(os.environ)
+        # nbgrader runs `alembic` (and kernels) from PATH: put this environment's bin first
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        result = subprocess.run(
+            [*nbgrader_command(), *args],
+            cwd=self.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(
+                f"nbgrader {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}"
+            )
+        return result
+
+    def generate(self, db=True):
+        """``nbgrader generate_assignment`` for every assignment (writes ``exercises/``)."""
+        for name in self.assignments:
+            self.nbgrader("generate_assignment", name, "--force", *(() if db else ("--no-db",)))
+        return self.root / "exercises"
+
+    def submit(self, student: str, assignment: str, notebook: Path, name: str | None = None) -> Path:
+        """Copy ``notebook`` to ``submitted/<student>/<assignment>/<name>.ipynb``."""
+        name = name or notebooks(assignment)[0]
+        target = self.root / "submitted" / student / assignment / f"{name}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(notebook, target)
+        return target
+
+    def autograde(self, assignment: str, *extra) -> subprocess.CompletedProcess:
+        """Stock ``nbgrader autograde`` of every submission of ``assignment``."""
+        return self.nbgrader("autograde", assignment, "--force", *extra)
+
+    # -- reading results ------------------------------------------------------------
+
+    def scores(self, assignment: str) -> dict:
+        """``{student: {notebook: {grade_id: (score, max_score)}}}`` from the gradebook."""
+        from nbgrader.api import Gradebook
+
+        out: dict = {}
+        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}") as gb:
+            for submission in gb.assignment_submissions(assignment):
+                per_nb = out.setdefault(submission.student.id, {})
+                for nb in submission.notebooks:
+                    per_nb[nb.name] = {g.name: (g.score, g.max_score) for g in nb.grades}
+        return out
+
+
+def owner(test_grade_id: str, function_names) -> str | None:
+    """The graded function a test cell belongs to.
+
+    A test cell ``test_<name>`` or ``test_<name>_...`` grades ``<name>``; when several names
+    match (``test_MyReLUInplace_leaf`` vs ``MyReLU``), the longest matching name owns it.
+    """
+    matches = [n for n in function_names
+               if test_grade_id == f"test_{n}" or test_grade_id.startswith(f"test_{n}_")]
+    return max(matches, key=len) if matches else None
+
+
+def graded_cells(nb):
+    """``(solution_ids, test_ids)`` of an nbgrader notebook, in notebook order."""
+    solutions, tests = [], []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        if meta.get("solution"):
+            solutions.append(meta["grade_id"])
+        elif meta.get("grade"):
+            tests.append(meta["grade_id"])
+    return solutions, tests

@@ -1,0 +1,21 @@
+"""Shared pytest configuration.
+
+`pytest` (or `make test`) collects tests/ and, through nbval, every notebook in course/
+and solutions/. Fixture notebooks under tests/fixtures are inputs for the grading tests,
+not notebooks to validate.
+"""
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+collect_ignore_glob = ["fixtures/*", "fixtures/**/*"]
+
+if str(REPO) not in sys.path:  # so `import autograder` works even without the editable install
+    sys.path.insert(0, str(REPO))
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO

@@ -1,0 +1,66 @@
+"""The three places that name dependency versions must agree."""
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _pins(lines):
+    pins = {}
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9_.\-\[\]]+)\s*==\s*([^\s;]+)", line)
+        assert match, f"not an exact pin: {line!r}"
+        pins[re.sub(r"[-_.]+", "-", match.group(1)).lower()] = match.group(2)
+    return pins
+
+
+def pyproject_pins():
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return _pins(data["project"]["dependencies"])
+
+
+def environment_pins():
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip_sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert len(pip_sections) == 1, "environment.yml needs exactly one pip section"
+    return _pins(pip_sections[0])
+
+
+def lock_pins():
+    return _pins((REPO / "requirements.lock").read_text().splitlines())
+
+
+def test_every_direct_dependency_is_pinned_exactly():
+    pins = pyproject_pins()
+    assert pins["torch"] == "2.13.0"
+    assert pins["nbgrader"] == "0.9.6"
+
+
+def test_environment_yml_names_the_same_versions_as_pyproject():
+    assert environment_pins() == pyproject_pins()
+
+
+def test_environment_yml_uses_conda_forge_and_python_311():
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    assert env["channels"] == ["conda-forge"]
+    assert "python=3.11" in env["dependencies"]
+
+
+def test_lock_agrees_with_pyproject():
+    lock = lock_pins()
+    for name, version in pyproject_pins().items():
+        assert lock.get(name) == version, f"requirements.lock pins {name}=={lock.get(name)}, pyproject {version}"
+
+
+def test_installed_versions_match_the_lock():
+    from importlib.metadata import version
+
+    for name, pinned in pyproject_pins().items():
+        installed = version(name).split("+")[0]
+        assert installed == pinned, f"{name}: installed {installed}, pinned {pinned} (run `make venv`)"
