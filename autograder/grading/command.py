@@ -1,0 +1,166 @@
+"""``autograder grade``: grade every submission of the course, fast, sandboxed, with honest statuses.
+
+    autograder grade [SUBMISSIONS] --out OUT [--jobs N] [--timeout S] [--memory-limit SIZE]
+                     [--scheduler ADDRESS]
+
+SUBMISSIONS holds ``<student>/<assignment>/<notebook>.ipynb`` (nbgrader's ``submitted/``
+layout; default: the course's ``submitted/``). Writes ``OUT/grades.csv`` (one row per
+student, assignment, notebook and graded test cell), ``OUT/feedback/<student>/<assignment>/``
+and records the scores in the course's nbgrader gradebook (``nbgrader export``, formgrader),
+with the autograded notebooks under the course's ``autograded/``. Exits non-zero only when
+the grader itself failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import STATUSES
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "grade",
+        help="grade submitted notebooks (sandboxed, parallel) into grades.csv, feedback and the gradebook",
+        description=__doc__.split("\n\n")[0] + "\n\nstatuses:\n" + "\n".join(
+            f"  {k:<17}{v}" for k, v in STATUSES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("submissions", nargs="?", type=Path,
+                   help="folder of <student>/<assignment>/<notebook>.ipynb (default: COURSE/submitted)")
+    p.add_argument("--out", required=True, type=Path, help="folder for grades.csv and feedback/")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="sandboxes grading in parallel on this machine (default: number of CPUs)")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds per code cell and per test cell (default 30)")
+    p.add_argument("--memory-limit", default="2G",
+                   help="memory a submission may use beyond the warm Python with torch, e.g. 512M, 2G "
+                        "(default 2G)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="grade on a Dask distributed cluster (e.g. tcp://10.0.0.5:8786) instead of --jobs")
+    p.add_argument("--wall-limit", type=float, default=600.0,
+                   help="seconds for a whole notebook, cells and tests together (default 600)")
+    p.add_argument("--output-limit", default="1M",
+                   help="bytes of output per cell or test (and per file written), e.g. 1M (default)")
+    p.add_argument("--processes", type=int, default=32,
+                   help="processes a submission may start (default 32)")
+    p.add_argument("--course", type=Path, default=None,
+                   help="nbgrader course root with solutions/ (default: this repository)")
+    p.add_argument("--no-gradebook", action="store_true",
+                   help="do not write the nbgrader gradebook and autograded/ notebooks")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run without bubblewrap: NO isolation (student code runs with your rights); "
+                        "for machines where user namespaces are not allowed")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+    return p
+
+
+def _course_root(arg):
+    if arg is not None:
+        return arg.resolve()
+    from autograder.course import REPO
+
+    return REPO
+
+
+def run(args) -> int:
+    from .collect import Course, find_submissions
+    from .sandbox import SandboxError, WorkerFailure, check_sandbox, parse_size
+
+    started = time.monotonic()
+    try:
+        course = Course(_course_root(args.course))
+        submissions_dir = (args.submissions or course.root / "submitted").resolve()
+        limits = {
+            "timeout": float(args.timeout),
+            "wall": float(args.wall_limit),
+            "output": parse_size(args.output_limit),
+            "processes": int(args.processes),
+        }
+        memory = parse_size(args.memory_limit) if str(args.memory_limit).lower() not in ("0", "none") else None
+        if args.no_sandbox:
+            print("WARNING: --no-sandbox: student code runs with your rights, can read solutions/ and "
+                  "the gradebook, write anywhere you can, use the network, and leave processes behind.",
+                  file=sys.stderr)
+        elif not args.scheduler:
+            check_sandbox()
+        subs = find_submissions(submissions_dir, course, warn=lambda m: print(m, file=sys.stderr))
+    except (SandboxError, FileNotFoundError, ValueError) as exc:
+        print(f"autograder grade: {exc}", file=sys.stderr)
+        return 2
+
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    imports = course.imports()
+    options = {"preload": imports, "sandbox": not args.no_sandbox, "memory_limit": memory,
+               "log_dir": str(out / "logs")}
+    from . import feedback, report
+
+    writer = None
+    if not args.no_gradebook:
+        from .gradebook import GradebookWriter
+
+        writer = GradebookWriter(course.root)
+        for a in sorted({s.assignment for s in subs}):
+            for nb in course.notebooks(a):
+                writer.register(nb)
+
+    all_rows = []
+    errors = []
+    by_key = {s.key: s for s in subs}
+    bar = report.progress(len(subs), enabled=not args.quiet)
+
+    def finish(sub, result, error):
+        rows = report.rows_for(sub, result, error)
+        all_rows.extend(rows)
+        if error:
+            errors.append((sub.key, error))
+        feedback.write(out, sub, rows, result)
+        if writer is not None:
+            writer.record(sub, rows)
+            from .gradebook import write_autograded
+
+            write_autograded(course.root, sub, rows, result)
+        bar.update(1)
+
+    for sub in subs:
+        if sub.status:
+            finish(sub, None, None)
+    tasks = [(s.key, s.task(limits, imports)) for s in subs if not s.status]
+    try:
+        if tasks:
+            if args.scheduler:
+                from .scheduler import run_dask
+
+                run_dask(args.scheduler, tasks, lambda k, r, e: finish(by_key[k], r, e), options)
+                jobs_text = f" on the Dask cluster at {args.scheduler}"
+            else:
+                from .scheduler import LocalPool
+
+                LocalPool(args.jobs, options).run(tasks, lambda k, r, e: finish(by_key[k], r, e))
+                jobs_text = f" with {min(args.jobs, len(tasks))} sandbox{'es' if args.jobs > 1 else ''}"
+        else:
+            jobs_text = ""
+    except WorkerFailure as exc:
+        bar.close()
+        print(f"autograder grade: the sandbox could not start:\n{exc}", file=sys.stderr)
+        return 2
+    finally:
+        if writer is not None:
+            writer.close()
+    bar.close()
+    report.write_csv(out / "grades.csv", all_rows)
+    print(report.summary(all_rows, time.monotonic() - started, jobs_text))
+    print(f"wrote {out / 'grades.csv'} and {out / 'feedback'}"
+          + ("" if args.no_gradebook else f"; gradebook {course.root / 'gradebook.db'}"))
+    if errors:
+        for key, error in errors:
+            print(f"grader error on {key}:\n{error[-2000:]}", file=sys.stderr)
+        print(f"autograder grade: the grader failed on {len(errors)} notebook(s) (status grader-error)",
+              file=sys.stderr)
+        return 3
+    return 0

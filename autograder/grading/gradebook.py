@@ -1,0 +1,116 @@
+"""Results into nbgrader: the gradebook (``nbgrader export``, formgrader) and autograded notebooks.
+
+The assignment, its notebooks and their cells are registered exactly as ``nbgrader
+generate_assignment`` does (nbgrader's own ``SaveCells`` preprocessor on the source
+notebook), every submission gets nbgrader's submission records with the ``auto_score`` of
+each graded cell, and ``autograded/<student>/<assignment>/<notebook>.ipynb`` is written for
+formgrader: the student's notebook with each test cell replaced by the instructor's (deleted
+ones put back), the output each cell produced while grading, and each test's result.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+
+
+class GradebookWriter:
+    def __init__(self, course_root: Path, db_url: str | None = None):
+        from nbgrader.api import Gradebook
+
+        self.root = Path(course_root)
+        self.db_url = db_url or f"sqlite:///{self.root / 'gradebook.db'}"
+        self.gb = Gradebook(self.db_url)
+        self._registered = set()
+
+    def close(self):
+        self.gb.close()
+
+    def register(self, source_nb) -> None:
+        """Assignment, notebook, grade/solution/source cells - as generate_assignment records them."""
+        key = (source_nb.assignment, source_nb.name)
+        if key in self._registered:
+            return
+        from nbgrader.preprocessors import SaveCells
+
+        self.gb.update_or_create_assignment(source_nb.assignment)
+        resources = {"nbgrader": {"db_url": self.db_url, "assignment": source_nb.assignment,
+                                  "notebook": source_nb.name}}
+        nb = copy.deepcopy(source_nb.nb)
+        pre = SaveCells()
+        pre.preprocess(nb, resources)
+        pre.gradebook.close()
+        self._registered.add(key)
+
+    def record(self, sub, rows) -> None:
+        from nbgrader.api import MissingEntry
+
+        self.register(sub.source)
+        gb = self.gb
+        gb.update_or_create_student(sub.student)
+        try:
+            gb.find_submission(sub.assignment, sub.student)
+        except MissingEntry:
+            gb.add_submission(sub.assignment, sub.student)
+        for row in rows:
+            grade = gb.find_grade(row.grade_id, sub.notebook, sub.assignment, sub.student)
+            grade.auto_score = float(row.score)
+            grade.needs_manual_grade = False
+        gb.db.commit()
+
+
+def _stream(text):
+    return nbformat.v4.new_output("stream", name="stdout", text=text)
+
+
+def autograded_notebook(sub, rows, result):
+    """The notebook formgrader shows: tests from the source, outputs from this grading run."""
+    if sub.nb is None:
+        return None
+    nb = copy.deepcopy(sub.nb)
+    cells_out = {c["index"]: c for c in (result or {}).get("cells", [])}
+    tests_out = (result or {}).get("tests", [])
+    by_test = {row.grade_id: row for row in rows}
+    cells = []
+    for kind, n, k in sub.layout:
+        if kind == "cell":
+            cell = nb.cells[n]
+            c = cells_out.get(k, {})
+            cell.outputs = [_stream(c["output"])] if c.get("output") else []
+            if c.get("error"):
+                cell.outputs.append(nbformat.v4.new_output("error", ename=c["error"].split(":")[0],
+                                                           evalue=c["error"], traceback=[c["error"]]))
+            cell.execution_count = None
+            cells.append(cell)
+        elif kind in ("test", "inserted"):
+            test = sub.source.tests[k]
+            src_cell = next(c for c in sub.source.nb.cells
+                            if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == test.grade_id)
+            cell = copy.deepcopy(src_cell)
+            cell.outputs = []
+            t = tests_out[k] if k < len(tests_out) else {}
+            if t.get("output"):
+                cell.outputs.append(_stream(t["output"]))
+            row = by_test.get(test.grade_id)
+            if row is not None and row.score < row.max_score:
+                cell.outputs.append(nbformat.v4.new_output(
+                    "error", ename=row.status, evalue=row.message or row.status,
+                    traceback=[f"{row.status}: {row.message}"]))
+            cell.execution_count = None
+            cells.append(cell)
+        else:
+            cells.append(nb.cells[n])
+    nb.cells = cells
+    return nb
+
+
+def write_autograded(course_root: Path, sub, rows, result) -> Path | None:
+    nb = autograded_notebook(sub, rows, result)
+    if nb is None:
+        return None
+    folder = Path(course_root) / "autograded" / sub.student / sub.assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{sub.notebook}.ipynb"
+    nbformat.write(nb, path)
+    return path

@@ -1,0 +1,881 @@
+"""What runs inside a sandbox (started by :mod:`.sandbox` as ``python -c ...harness.main()``).
+
+Process tree, inside the sandbox's own pid namespace::
+
+    zygote      imports torch, the checks and IPython once, warms them up, snapshots the
+     |          interpreter (protect.build) - and never runs student code
+     +-- main line   one per submission (fork): the student's code cells in notebook order,
+          |          through an IPython shell, continuing after errors like nbgrader
+          +-- test   one per test cell (fork, at the test cell's place): restores the
+                     snapshot, runs the instructor's test against the student's definitions,
+                     signs the result, exits
+
+The zygote enforces every time limit from outside (SIGINT then SIGKILL for a cell, SIGKILL
+for a test, SIGKILL for the whole notebook), kills every process left in the namespace after
+each submission and wipes the scratch directory. The host talks to the zygote with
+length-prefixed JSON on fds 0/1 (:mod:`.protocol`).
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import errno
+import io
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import sys
+import time
+import types
+
+from . import protect
+from .protocol import read_message, write_message
+
+PROTO_IN, PROTO_OUT = 3, 4          # where the zygote keeps the host channel
+CTL_FD, RES_FD, TOK_FD = 5, 6, 7    # fixed fds of a submission process
+OUTPUT_KEEP = 20_000                # characters of each cell's/test's output sent back
+MESSAGE_KEEP = 1_500                # characters of a failure message
+RECORD_MAX = 8_192
+
+
+# --------------------------------------------------------------------------- zygote
+
+
+def main():
+    """Entry point of the sandbox (the zygote)."""
+    os.dup2(0, PROTO_IN)
+    os.dup2(1, PROTO_OUT)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # stray prints of the zygote go to its log, never into the channel
+    os.close(devnull)
+    for fd in (PROTO_IN, PROTO_OUT):
+        os.set_inheritable(fd, False)
+    config = read_message(PROTO_IN)
+    shell, excluded = _warm_up(config)
+    prot = protect.build(
+        exclude=excluded,
+        trusted_roots=config["trusted_roots"],
+        control_codes=(_grade.__code__, _main_line.__code__, DRIVER_CODE),
+        driver_code=DRIVER_CODE,
+        zygote_codes=(_grade.__code__, _Supervisor._record.__code__),
+    )
+    driver = make_driver(prot)
+    write_message(PROTO_OUT, {"ready": True, "pid": os.getpid(), "protection": prot.summary})
+    while True:
+        try:
+            msg = read_message(PROTO_IN)
+        except EOFError:
+            os._exit(0)
+        if msg.get("op") == "quit":
+            os._exit(0)
+        if msg.get("op") == "grade":
+            try:
+                result = _grade(msg["task"], shell, prot, driver, config)
+            except Exception as exc:  # noqa: BLE001 - reported to the host as a grader error
+                import traceback
+
+                result = {"error": "".join(traceback.format_exception(exc))[-4000:]}
+            write_message(PROTO_OUT, result)
+
+
+def _warm_up(config):
+    """Import and exercise everything the tests need, so a forked child starts warm."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.makedirs(config["home"], exist_ok=True)
+    os.environ["HOME"] = config["home"]
+    os.environ.setdefault("IPYTHONDIR", os.path.join(config["home"], ".ipython"))
+    sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    for name in config.get("preload", []):
+        try:
+            __import__(name)
+        except Exception as exc:  # noqa: BLE001
+            print(f"preload {name}: {exc!r}", file=sys.stderr)
+    import autograder.checks as checks
+    import autograder.messages  # noqa: F401
+
+    torch.manual_seed(0)
+    x = torch.randn(6, requires_grad=True)
+    y = torch.sigmoid(x * 2).tanh().exp().softmax(0)
+    torch.relu(y).sum().backward()
+    x.detach().clone().relu_().add_(1).data.mul_(2)
+    torch.allclose(x, x)
+    torch.isclose(x, x).all()
+    for layer, shape in ((torch.nn.Linear(5, 4), (2, 5)), (torch.nn.Conv1d(1, 3, 3), (2, 1, 8)),
+                         (torch.nn.BatchNorm1d(5), (6, 5))):
+        layer(torch.randn(*shape)).relu_().sum().backward()
+    x.norm()
+    (torch.randn(2, 5) @ torch.randn(5, 3)).sum()
+    torch.autograd.gradcheck(lambda t: t * 2, torch.randn(3, dtype=torch.float64, requires_grad=True))
+    checks.describe(x)
+    checks.describe(torch.randn(30))
+    checks.describe(RuntimeError("x"))
+    try:
+        checks.check_tensor(torch.ones(2), torch.zeros(2), "warm-up")
+    except checks.CheckFailure as exc:
+        str(exc)
+    with checks.quiet():
+        import warnings
+
+        warnings.warn("warm-up")
+    ast.parse("x = 1\nx")
+
+    before = set(sys.modules)
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance(colors="NoColor", history_length=0)
+    shell.history_manager.enabled = False
+    real_stdout = sys.stdout
+    sys.stdout = io.StringIO()
+    try:
+        shell.run_cell("import torch\ndef _f(a):\n    return a\n_f(torch.ones(2))\n1/0", store_history=False)
+        shell.run_cell("%time 1", store_history=False)
+    finally:
+        sys.stdout = real_stdout
+    shell.reset(new_session=False)
+    for name in ("last_type", "last_value", "last_traceback"):
+        sys.__dict__.pop(name, None)
+    stdlib = protect_stdlib_dirs()
+    excluded = [name for name in set(sys.modules) - before
+                if not _in_dirs(getattr(sys.modules[name], "__file__", None), stdlib)]
+    excluded += [name for name, m in list(sys.modules.items())
+                 if name in ("__main__", "__mp_main__") or getattr(m, "__name__", None) == "__main__"
+                 or getattr(m, "__dict__", None) is shell.user_ns]
+    import gc
+
+    gc.collect()
+    gc.freeze()  # forked children do not touch the zygote's objects' GC headers
+    return shell, excluded
+
+
+def protect_stdlib_dirs():
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple({os.path.realpath(paths["stdlib"]), os.path.realpath(paths["platstdlib"])})
+
+
+def _in_dirs(path, dirs):
+    if not path:
+        return True  # builtin / frozen
+    path = os.path.realpath(path)
+    return any(path.startswith(d + os.sep) for d in dirs) and f"{os.sep}site-packages{os.sep}" not in path
+
+
+def _grade(task, shell, prot, driver, config):
+    """Grade one submission (in the zygote): fork the main line and supervise it."""
+    start = time.monotonic()
+    limits = task["limits"]
+    tests = task["tests"]
+    sources = tuple(t.pop("source") for t in tests)
+    prot.vault.send(("begin", sources))
+    del sources
+    sandboxed = config["sandboxed"]
+    scratch, outdir = config["scratch"], config["outdir"]
+    _wipe(config)
+    os.makedirs(scratch, exist_ok=True)
+    os.makedirs(outdir, exist_ok=True)
+    os.makedirs(config["home"], exist_ok=True)
+    notes = _write_files(scratch, task.get("files", ()), limits)
+
+    ctl_r, ctl_w = os.pipe()
+    res_r, res_w = os.pipe()
+    tok_r, tok_w = os.pipe()
+    os.set_blocking(tok_r, False)
+    os.write(tok_w, b"t" * max(0, int(limits.get("processes", 32))))
+    os.close(tok_w)
+    pid = os.fork()
+    if pid == 0:  # the main line of this submission
+        code = 70
+        try:
+            _main_line(task, shell, driver, ctl_w, res_w, tok_r, config)
+            code = 0
+        finally:
+            os._exit(code)
+    for fd in (ctl_w, res_w, tok_r):
+        os.close(fd)
+    sup = _Supervisor(pid, ctl_r, res_r, task, limits, start, sandboxed, prot.vault)
+    sup.run()
+    _kill_all(sandboxed, pid)
+    sup.reap()
+    sup.drain()
+    os.close(ctl_r)
+    os.close(res_r)
+    prot.vault.send(("end",))
+    result = sup.result(outdir)
+    result["notes"] = notes + result.get("notes", [])
+    result["seconds"] = round(time.monotonic() - start, 3)
+    if not os.environ.get("AUTOGRADER_KEEP_SCRATCH"):
+        _wipe(config)
+    return result
+
+
+def _write_files(scratch, files, limits):
+    notes = []
+    total = 0
+    for name, data in files:
+        raw = base64.b64decode(data)
+        total += len(raw)
+        if total > limits.get("files", 50 << 20):
+            notes.append("extra files beyond 50 MB were not copied")
+            break
+        path = os.path.join(scratch, name)
+        if os.path.commonpath([os.path.realpath(path), os.path.realpath(scratch)]) != os.path.realpath(scratch):
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(raw)
+    return notes
+
+
+def _wipe(config):
+    """Remove everything the previous submission left in the writable places."""
+
+    def onerror(func, path, exc_info):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass
+
+    places = [config["scratch"], config["outdir"], config["home"]]
+    if config["sandboxed"]:  # the sandbox's own /tmp and /dev/shm: nothing else lives there
+        places = [os.path.join(d, n) for d in ("/tmp", "/dev/shm") if os.path.isdir(d) for n in os.listdir(d)]
+    for path in places:
+        if os.path.islink(path) or os.path.isfile(path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        elif os.path.isdir(path):
+            shutil.rmtree(path, onerror=onerror)
+
+
+def _kill_all(sandboxed, pid):
+    """SIGKILL every process of the submission (all processes of the sandbox but the zygote)."""
+    if not sandboxed:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
+    for _ in range(500):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(-1, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.002)
+
+
+class _Supervisor:
+    """The zygote's view of one submission: control messages, results, deadlines."""
+
+    def __init__(self, pid, ctl_r, res_r, task, limits, start, sandboxed, vault):
+        self.pid = pid
+        self.fds = {ctl_r: b"", res_r: b""}
+        self.ctl_r, self.res_r = ctl_r, res_r
+        self.open = {ctl_r, res_r}
+        self.n_tests = len(task["tests"])
+        self.n_cells = sum(1 for item in task["items"] if item[0] == "cell")
+        self.timeout = float(limits["timeout"])
+        self.wall = start + float(limits["wall"])
+        self.grace = 2.0
+        self.vault = vault
+        self.cells = {}    # index -> dict
+        self.tests = {}    # k -> dict
+        self.records = {}  # k -> verified payload
+        self.current = None  # ("cell", i) or ("test", k)
+        self.since = None
+        self.interrupted = None
+        self.main = None   # how the main line ended
+        self.exit_status = None
+        self.forged = False
+        self.garbled = False
+        self.done = False
+        self.reaped = False
+        self.output_limit = int(limits["output"])
+
+    # -- event loop ------------------------------------------------------------------
+    def run(self):
+        while self.exit_status is None:
+            now = time.monotonic()
+            wait = min(self._next_deadline(now) - now, 0.5)
+            if self.open:
+                try:
+                    ready, _, _ = select.select(list(self.open), [], [], max(wait, 0.0))
+                except InterruptedError:
+                    ready = []
+                for fd in ready:
+                    self._read(fd)
+            else:
+                time.sleep(max(min(wait, 0.05), 0.0))
+            self._check_exit()
+            if self.exit_status is None:
+                self._enforce(time.monotonic())
+
+    def _next_deadline(self, now):
+        deadline = self.wall
+        if self.current is not None and self.since is not None:
+            if self.interrupted is not None:
+                deadline = min(deadline, self.interrupted + self.grace)
+            else:
+                deadline = min(deadline, self.since + self.timeout)
+        return deadline
+
+    def _enforce(self, now):
+        if now >= self.wall:
+            self.main = "timeout"
+            self._note_current("timeout")
+            self.exit_status = "killed"
+            return
+        if self.current is None or self.since is None:
+            return
+        kind, index = self.current
+        if kind == "cell":
+            if self.interrupted is None and now >= self.since + self.timeout:
+                self.cells.setdefault(index, {})["status"] = "timeout"
+                self.interrupted = now
+                try:
+                    os.kill(self.pid, signal.SIGINT)  # like nbgrader: interrupt, then go on
+                except ProcessLookupError:
+                    pass
+            elif self.interrupted is not None and now >= self.interrupted + self.grace:
+                self.main = "timeout"  # the cell ignored the interrupt
+                self.exit_status = "killed"
+        elif kind == "test" and now >= self.since + self.timeout:
+            test = self.tests.setdefault(index, {})
+            if not test.get("killed"):
+                test["killed"] = True
+                tpid = test.get("pid")
+                if isinstance(tpid, int) and tpid > 1 and tpid != os.getpid():
+                    try:
+                        os.kill(tpid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                else:  # no pid yet: the main line is stuck before the test started
+                    self.main = "timeout"
+                    self.exit_status = "killed"
+
+    def _note_current(self, status):
+        if self.current is None:
+            return
+        kind, index = self.current
+        target = self.cells if kind == "cell" else self.tests
+        target.setdefault(index, {}).setdefault("status", status)
+
+    def _check_exit(self):
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self.exit_status = "gone"
+            return
+        if pid:
+            self.exit_status = status
+            self.reaped = True
+            if self.main is None:
+                if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and self.done:
+                    self.main = "completed"
+                elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+                    self.main = "timeout"
+                else:
+                    self.main = "kernel-died"
+
+    def reap(self):
+        if not self.reaped:
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
+            self.reaped = True
+
+    def drain(self):
+        for fd in list(self.open):
+            os.set_blocking(fd, False)
+            for _ in range(1000):
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                self._consume(fd, chunk)
+
+    # -- messages --------------------------------------------------------------------
+    def _read(self, fd):
+        try:
+            chunk = os.read(fd, 65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            self.open.discard(fd)
+            return
+        self._consume(fd, chunk)
+
+    def _consume(self, fd, chunk):
+        buf = self.fds[fd] + chunk
+        *lines, rest = buf.split(b"\n")
+        if len(rest) > RECORD_MAX:
+            rest = b""
+            if fd == self.res_r:
+                self.forged = True
+            else:
+                self.garbled = True
+        self.fds[fd] = rest
+        for line in lines:
+            if fd == self.ctl_r:
+                self._control(line)
+            else:
+                self._record(line)
+
+    def _control(self, line):
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            self.garbled = True
+            return
+        if not isinstance(msg, dict):
+            self.garbled = True
+            return
+        now = time.monotonic()
+        event = msg.get("e")
+        if msg.get("done") is True:
+            self.done = True
+            self.current = None
+            return
+        if "c" in msg and isinstance(msg["c"], int) and 0 <= msg["c"] < self.n_cells:
+            cell = self.cells.setdefault(msg["c"], {})
+            if event == "start":
+                self.current, self.since, self.interrupted = ("cell", msg["c"]), now, None
+                cell["start"] = now
+            elif event == "end":
+                if isinstance(msg.get("error"), str):
+                    cell["error"] = msg["error"][:MESSAGE_KEEP]
+                if msg.get("kind") in ("memory", "interrupted", "error"):
+                    cell["kind"] = msg["kind"]
+                cell["seconds"] = round(now - cell.get("start", now), 3)
+                self.current, self.since, self.interrupted = None, None, None
+            else:
+                self.garbled = True
+        elif "t" in msg and isinstance(msg["t"], int) and 0 <= msg["t"] < self.n_tests:
+            test = self.tests.setdefault(msg["t"], {})
+            if event == "start":
+                self.current, self.since, self.interrupted = ("test", msg["t"]), now, None
+                test["started"] = True
+                test["start"] = now
+            elif event == "pid" and isinstance(msg.get("pid"), int):
+                test.setdefault("pid", msg["pid"])
+            elif event == "end":
+                if isinstance(msg.get("status"), int):
+                    test["exit"] = msg["status"]
+                test["seconds"] = round(now - test.get("start", now), 3)
+                self.current, self.since, self.interrupted = None, None, None
+            else:
+                self.garbled = True
+        else:
+            self.garbled = True
+
+    def _record(self, line):
+        parts = line.split(b" ", 2)
+        if len(parts) != 3:
+            self.forged = True
+            return
+        try:
+            k = int(parts[0])
+            mac = parts[1].decode("ascii")
+        except (ValueError, UnicodeDecodeError):
+            self.forged = True
+            return
+        payload = parts[2]
+        if not self.vault.send(("verify", k, payload, mac)):
+            self.forged = True
+            return
+        if k in self.records:  # a second signed record cannot come from the same test process
+            self.forged = True
+            return
+        self.records[k] = json.loads(payload)
+
+    # -- result ----------------------------------------------------------------------
+    def result(self, outdir):
+        limit_hits = {}
+        output_limit = None
+        cells = []
+        for i in range(self.n_cells):
+            c = self.cells.get(i, {})
+            out, full = _read_output(os.path.join(outdir, f"cell-{i}.txt"), self.output_limit)
+            status = c.get("status")
+            if status is None:
+                if "start" not in c:
+                    status = "not-run"
+                elif "seconds" not in c:
+                    status = "died"
+                elif full:
+                    status = "output-limit"
+                elif c.get("kind") == "memory":
+                    status = "memory-limit"
+                elif c.get("error"):
+                    status = "error"
+                else:
+                    status = "ok"
+            cells.append({"index": i, "status": status, "error": c.get("error"), "output": out,
+                          "seconds": c.get("seconds")})
+        tests = []
+        pre_tamper = []
+        for k in range(self.n_tests):
+            t = self.tests.get(k, {})
+            rec = self.records.get(k)
+            out, full = _read_output(os.path.join(outdir, f"test-{k}.out"), self.output_limit)
+            entry = {"output": out, "seconds": t.get("seconds")}
+            if rec is not None:
+                for reason in rec.get("pre", []):
+                    if reason not in pre_tamper:
+                        pre_tamper.append(reason)
+                entry.update(passed=bool(rec.get("passed")), partial=rec.get("partial"),
+                             message=rec.get("message"), memory=bool(rec.get("memory")),
+                             stderr=bool(rec.get("stderr")), during=rec.get("during", []),
+                             output_full=full or bool(rec.get("output_full")), internal=rec.get("internal"),
+                             timing=rec.get("timing"))
+            elif t.get("started"):
+                entry.update(passed=False, lost=True, killed=bool(t.get("killed")), output_full=full,
+                             exit=t.get("exit"))
+            else:
+                entry.update(passed=False, not_run=True)
+            tests.append(entry)
+        return {
+            "cells": cells,
+            "tests": tests,
+            "main": self.main or "completed",
+            "pre_tamper": pre_tamper,
+            "forged": self.forged,
+            "garbled": self.garbled,
+        }
+
+
+def _read_output(path, limit):
+    """Captured output (truncated) and whether it reached the size limit."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(OUTPUT_KEEP + 1)
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+    except OSError:
+        return "", False
+    text = data[:OUTPUT_KEEP].decode("utf-8", "replace")
+    if size > OUTPUT_KEEP:
+        text += f"\n... [{size - OUTPUT_KEEP} more bytes]"
+    return text, bool(limit) and size >= limit
+
+
+# --------------------------------------------------------------------------- main line
+
+
+def _main_line(task, shell, driver, ctl_w, res_w, tok_r, config):
+    """One submission: the student's cells in order; a forked test at each test's place."""
+    os.setsid()
+    for src, dst in ((ctl_w, CTL_FD), (res_w, RES_FD), (tok_r, TOK_FD)):
+        os.dup2(src, dst)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.closerange(TOK_FD + 1, 4096)
+    sys.audit("autograder.phase", "main", TOK_FD)
+    limits = task["limits"]
+    _set_limits(limits)
+    outdir = config["outdir"]
+    os.chdir(config["scratch"])
+    os.environ["HOME"] = config["home"]
+    sys.path.insert(0, "")
+
+    def send(msg):
+        os.write(CTL_FD, json.dumps(msg).encode() + b"\n")
+
+    out = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace",
+                           write_through=True)
+    for item in task["items"]:
+        if item[0] == "cell":
+            _, index, source = item
+            fd = os.open(os.path.join(outdir, f"cell-{index}.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+            sys.stdout = sys.stderr = out
+            send({"c": index, "e": "start"})
+            error = kind = None
+            try:
+                result = shell.run_cell(source, store_history=False)
+                exc = result.error_before_exec or result.error_in_exec
+                if exc is not None:
+                    error, kind = _describe_cell_error(exc)
+            except KeyboardInterrupt:
+                error, kind = "KeyboardInterrupt", "interrupted"
+            except BaseException as exc:  # noqa: BLE001 - a student cell cannot stop the grading
+                error, kind = _describe_cell_error(exc)
+            _flush(out)
+            send({"c": index, "e": "end", "error": error, "kind": kind})
+        else:
+            k = item[1]
+            fd = os.open(os.path.join(outdir, f"test-{k}.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            err = os.open(os.path.join(outdir, f"test-{k}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            send({"t": k, "e": "start"})
+            pid = os.fork()
+            if pid == 0:
+                driver(k, shell.user_ns, fd, err, RES_FD)  # never returns
+                os._exit(0)
+            os.close(fd)
+            os.close(err)
+            send({"t": k, "e": "pid", "pid": pid})
+            status = _wait(pid)
+            send({"t": k, "e": "end", "status": status})
+    send({"done": True})
+
+
+def _wait(pid):
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except KeyboardInterrupt:
+            continue
+        except ChildProcessError:
+            return -1
+
+
+def _flush(stream):
+    try:
+        stream.flush()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _describe_cell_error(exc):
+    try:
+        name = type(exc).__name__
+        text = str(exc)
+    except BaseException:  # noqa: BLE001
+        name, text = "Exception", ""
+    kind = "error"
+    if isinstance(exc, MemoryError) or _is_memory_message(text):
+        kind = "memory"
+    elif isinstance(exc, KeyboardInterrupt):
+        kind = "interrupted"
+    return f"{name}: {text}"[:MESSAGE_KEEP], kind
+
+
+def _is_memory_message(text):
+    return any(s in text for s in ("can't allocate memory", "DefaultCPUAllocator", "out of memory",
+                                   "Cannot allocate memory"))
+
+
+def _set_limits(limits):
+    def cap(res, value):
+        try:
+            soft, hard = resource.getrlimit(res)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError):
+            pass
+
+    if limits.get("address_space"):
+        cap(resource.RLIMIT_AS, int(limits["address_space"]))
+    cap(resource.RLIMIT_FSIZE, int(limits["output"]))
+    cap(resource.RLIMIT_CPU, int(float(limits["wall"])) + 5)
+    cap(resource.RLIMIT_CORE, 0)
+    cap(resource.RLIMIT_NOFILE, 256)
+
+
+# --------------------------------------------------------------------------- test driver
+
+
+def _split_last_expression(source, filename, _compile=compile):
+    """Compile a test cell; its last statement separately when it is an expression (display)."""
+    tree = ast.parse(source, filename)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not source.rstrip().endswith(";"):
+        last = ast.Expression(tree.body.pop().value)
+    body = _compile(tree, filename, "exec", dont_inherit=True)
+    last_code = _compile(last, filename, "eval", dont_inherit=True) if last is not None else None
+    names = _bound_names(ast.parse(source, filename))
+    return body, last_code, names
+
+
+def _bound_names(tree):
+    """Names a test cell binds at module level (imports, assignments, defs, loop targets)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    names.discard("*")
+    return frozenset(names)
+
+
+def _partial_grade(value):
+    """nbgrader's rule for a test cell's displayed result: a number is partial credit."""
+    if value is None:
+        return None
+    try:
+        text = repr(value)
+    except BaseException:  # noqa: BLE001
+        return None
+    try:
+        grade = float(text)
+    except ValueError:
+        return None
+    if grade != grade or grade < 0:
+        return None
+    return grade
+
+
+def _describe_test_error(exc, _type=type, _str=str, _base_str=BaseException.__str__, _isinstance=isinstance):
+    """(exception name, message) for the feedback - never a traceback."""
+    try:
+        name = _type(exc).__name__
+        if _type(name) is not _str:
+            name = "Exception"
+    except BaseException:  # noqa: BLE001
+        name = "Exception"
+    try:
+        text = _base_str(exc)
+    except BaseException:  # noqa: BLE001
+        text = ""
+    if _type(text) is not _str:
+        text = ""
+    return name[:200], text[:MESSAGE_KEEP]
+
+
+def make_driver(prot):
+    """The function a test process runs; everything it relies on is bound as a default."""
+
+    def _run_test(k, user_ns, out_fd, err_fd, res_fd, _guard=prot.guard, _vault=prot.vault,
+                  _trusted=prot.trusted_codes, _globals=prot.trusted_globals, _signals=prot.signals,
+                  _signal=signal.signal, _builtins=builtins, _exec=exec, _eval=eval, _dict=dict,
+                  _setprofile=sys.setprofile, _audit=sys.audit, _write=os.write, _dup2=os.dup2,
+                  _close=os.close, _fstat=os.fstat, _exit=os._exit, _dumps=json.dumps,
+                  _profiler=protect.make_profiler, _code_ids=protect.code_ids, _split=_split_last_expression,
+                  _describe=_describe_test_error, _partial=_partial_grade, _memory=_is_memory_message,
+                  _wrapper=io.TextIOWrapper, _fileio=io.FileIO, _gc_disable=__import__("gc").disable,
+                  _isinstance=isinstance, _memoryerror=MemoryError, _str=str, _list=list, _frozenset=frozenset,
+                  _baseexception=BaseException, _exception=Exception, _len=len, _typeof=type,
+                  _runtime=RuntimeError, _clock=time.perf_counter):
+        internal = None
+        marks = [_clock()]
+        try:
+            _gc_disable()  # no finalizer of student objects runs at an arbitrary point
+            _dup2(out_fd, 1)
+            _dup2(err_fd, 2)
+            out = _wrapper(_fileio(1, "w", closefd=False), encoding="utf-8", errors="replace", write_through=True)
+            err = _wrapper(_fileio(2, "w", closefd=False), encoding="utf-8", errors="replace", write_through=True)
+            _guard.send(("std", out, err))
+            pre = _list(_guard.send(("check",)))  # restore whatever the student's cells changed
+            marks.append(_clock())
+            for signum, handler in _signals:
+                try:
+                    _signal(signum, handler)
+                except (_exception,):
+                    pass
+            before_flags = []
+            _audit("autograder.flags", before_flags)
+            pre += before_flags
+            source = _vault.send(("arm", k))
+            if _typeof(source) is _str:
+                body, last, bound = _split(source, f"<test cell {k}>")
+            else:
+                raise _runtime("no test source")
+            ns = user_ns
+            ns["__builtins__"] = _builtins
+            test_codes = _code_ids(body) | (_code_ids(last) if last is not None else _frozenset())
+            _audit("autograder.test", test_codes)
+            during = []
+            profile = _profiler(_trusted, _globals, test_codes, ns, bound | {"__builtins__"}, _guard, during)
+            passed, partial, name, message, memory = False, None, "", "", False
+            _audit("autograder.phase", "test")
+            marks.append(_clock())
+            _setprofile(profile)
+            try:
+                _exec(body, ns)
+                value = _eval(last, ns) if last is not None else None
+                passed = True
+                partial = _partial(value)
+                value = None
+            except _baseexception as exc:  # the test failed: whatever it raised
+                name, message = _describe(exc)
+                memory = _isinstance(exc, _memoryerror) or _memory(message)
+                exc = None
+            _setprofile(None)
+            marks.append(_clock())
+            _audit("autograder.phase", "main")
+            during += ["after the test: " + _str(f) for f in _guard.send(("check",))]
+            marks.append(_clock())
+            flags = []
+            _audit("autograder.flags", flags)
+            during += [f for f in flags[_len(before_flags):]]
+            for stream in (out, err):
+                try:
+                    stream.flush()
+                except _exception:
+                    pass
+            wrote_stderr = _fstat(2).st_size > 0
+            payload = {
+                "k": k, "passed": passed and not wrote_stderr, "partial": partial, "error": name,
+                "message": message if name else "", "memory": memory, "stderr": wrote_stderr,
+                "pre": [_str(p)[:300] for p in pre[:20]], "during": [_str(d)[:300] for d in during[:20]],
+                "timing": [round(b - a, 4) for a, b in zip(marks, marks[1:])],
+            }
+            if wrote_stderr and passed:
+                payload["message"] = "the test wrote to stderr (nbgrader scores that as a failure)"
+            data = _dumps(payload, ensure_ascii=True).encode()
+            while _len(data) > 4000:
+                payload["message"] = payload["message"][: _len(payload["message"]) // 2]
+                payload["pre"], payload["during"] = payload["pre"][:3], payload["during"][:3]
+                data = _dumps(payload, ensure_ascii=True).encode()
+            mac = _vault.send(("sign", k, data))
+            if _typeof(mac) is _str:
+                _write(res_fd, _str(k).encode() + b" " + mac.encode() + b" " + data + b"\n")
+        except _baseexception as exc:  # noqa: BLE001 - a harness failure; reported, never raised
+            internal = exc
+        finally:
+            if internal is not None:
+                try:
+                    import traceback
+
+                    _write(2, ("grader error in test %d: %s" % (k, "".join(traceback.format_exception(internal)))).encode())
+                except _exception:
+                    pass
+            _exit(0)
+
+    return _run_test
+
+
+def _driver_code():
+    for const in make_driver.__code__.co_consts:
+        if isinstance(const, types.CodeType) and const.co_name == "_run_test":
+            return const
+    raise RuntimeError("driver code not found")
+
+
+DRIVER_CODE = _driver_code()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

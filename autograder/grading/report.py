@@ -1,0 +1,182 @@
+"""Scores and statuses per test cell, ``grades.csv``, the progress bar and the summary.
+
+The status of a row says why its score is what it is (:data:`autograder.grading.STATUSES`):
+
+* a test that ran and was reported with a valid signature is ``ok`` (score: full points,
+  nbgrader's partial credit, or 0 if it raised or wrote to stderr) - unless it failed
+  because it hit the memory or output limit, or protected state changed *during* it
+  (``tampered``, score 0);
+* when the submission changed protected state *before* its tests (or wrote forged results),
+  every row says ``tampered``; their scores were computed with everything restored, so they
+  are what the student's code earns, never more;
+* a failing row after a cell that hit a limit (time, memory, output) carries that limit's
+  status, so the instructor sees why;
+* a test whose process died without a result is ``timeout`` (killed at the limit),
+  ``output-limit`` or ``kernel-died``; a test never reached because the main line died gets
+  the reason the main line died.
+"""
+from __future__ import annotations
+
+import csv
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+FIELDS = ["student", "assignment", "notebook", "grade_id", "score", "max_score", "status"]
+
+LIMIT_CELL_STATUSES = {"timeout": "timeout", "memory-limit": "memory-limit", "output-limit": "output-limit"}
+
+
+@dataclass
+class Row:
+    student: str
+    assignment: str
+    notebook: str
+    grade_id: str
+    score: float
+    max_score: float
+    status: str
+    message: str = ""
+    hidden: bool = False
+
+    def csv(self) -> dict:
+        return {
+            "student": self.student, "assignment": self.assignment, "notebook": self.notebook,
+            "grade_id": self.grade_id, "score": _num(self.score), "max_score": _num(self.max_score),
+            "status": self.status,
+        }
+
+
+def _num(x: float) -> str:
+    return format(float(x), "g")
+
+
+def _limit_before(sub, result, k):
+    """Status of the first cell before test k's place that hit a limit, if any."""
+    cells = {c["index"]: c for c in result.get("cells", [])}
+    for item in sub.items:
+        if item[0] == "test":
+            if item[1] == k:
+                return None
+            continue
+        status = cells.get(item[1], {}).get("status")
+        if status in LIMIT_CELL_STATUSES:
+            return LIMIT_CELL_STATUSES[status]
+    return None
+
+
+def _died_reason(sub, result):
+    """Why the main line stopped before reaching the remaining tests."""
+    main = result.get("main")
+    if main == "timeout":
+        return "timeout"
+    cells = result.get("cells", [])
+    for c in reversed(cells):
+        if c.get("status") in ("died", "memory-limit", "output-limit") or c.get("status") in LIMIT_CELL_STATUSES:
+            st = c["status"]
+            return {"died": "kernel-died"}.get(st, st)
+    return "kernel-died"
+
+
+def rows_for(sub, result=None, error=None) -> list[Row]:
+    """One row per test cell of ``sub``'s source notebook."""
+    rows = []
+    base = (sub.student, sub.assignment, sub.notebook)
+    for k, test in enumerate(sub.source.tests):
+        row = Row(*base, test.grade_id, 0.0, test.points, "ok", hidden=test.hidden)
+        if sub.status:
+            row.status, row.message = sub.status, sub.message
+        elif error is not None or result is None:
+            row.status, row.message = "grader-error", "the grader failed on this notebook; see the log"
+        else:
+            _score(row, test, k, sub, result)
+        rows.append(row)
+    return rows
+
+
+def _score(row, test, k, sub, result):
+    r = result["tests"][k]
+    tampered_before = bool(result.get("pre_tamper")) or bool(result.get("forged"))
+    if r.get("not_run"):
+        row.status = _died_reason(sub, result)
+        row.message = {
+            "timeout": "not run: the notebook ran past the time limit before this test",
+            "kernel-died": "not run: the notebook's process died before this test",
+            "memory-limit": "not run: the notebook ran out of memory before this test",
+            "output-limit": "not run: the notebook wrote too much output before this test",
+        }.get(row.status, "not run")
+        return
+    if r.get("lost"):
+        if r.get("killed"):
+            row.status, row.message = "timeout", "the test ran past the time limit and was stopped"
+        elif r.get("output_full"):
+            row.status, row.message = "output-limit", "the test wrote more output than the limit"
+        elif result.get("forged"):
+            row.status, row.message = "tampered", "the test's process wrote forged results"
+        else:
+            row.status, row.message = "kernel-died", "the test's process exited or crashed without a result"
+        return
+    if r.get("during"):
+        row.status = "tampered"
+        row.message = "protected state changed during this test: " + "; ".join(r["during"][:5])
+        return
+    if r.get("passed"):
+        partial = r.get("partial")
+        row.score = min(float(partial), test.points) if partial is not None else test.points
+        row.status = "tampered" if tampered_before else "ok"
+        return
+    row.message = r.get("message") or ""
+    if r.get("error") and not row.message.startswith(r["error"]):
+        row.message = f"{r['error']}: {row.message}" if row.message else r["error"]
+    if r.get("memory"):
+        row.status = "memory-limit"
+    elif r.get("output_full"):
+        row.status = "output-limit"
+    elif tampered_before:
+        row.status = "tampered"
+    else:
+        row.status = _limit_before(sub, result, k) or "ok"
+
+
+def write_csv(path: Path, rows) -> None:
+    rows = sorted(rows, key=lambda r: (r.student, r.assignment, r.notebook))
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIELDS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(row.csv())
+
+
+def progress(total: int, enabled=True):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="notebook", desc="grading", file=sys.stderr, disable=not enabled,
+                dynamic_ncols=True, mininterval=0.5)
+
+
+def summary(rows, seconds: float, jobs_text: str) -> str:
+    by_notebook: dict = {}
+    for r in rows:
+        key = (r.student, r.assignment, r.notebook)
+        s, m = by_notebook.get(key, (0.0, 0.0))
+        by_notebook[key] = (s + r.score, m + r.max_score)
+    statuses = Counter(r.status for r in rows)
+    n = len(by_notebook)
+    lines = [f"graded {n} notebook{'s' if n != 1 else ''} "
+             f"({len({k[0] for k in by_notebook})} students) in {seconds:.1f} s{jobs_text}"]
+    if n:
+        mean = sum(s for s, _ in by_notebook.values()) / n
+        mean_max = sum(m for _, m in by_notebook.values()) / n
+        pct = f" ({100 * mean / mean_max:.0f}%)" if mean_max else ""
+        lines.append(f"mean score {mean:.2f} / {mean_max:.2f}{pct}; {seconds / n:.2f} s per notebook")
+    lines.append("test cells by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
+    flagged = sorted({(r.student, r.assignment, r.notebook, r.status) for r in rows if r.status != "ok"})
+    if flagged:
+        notebooks: dict = {}
+        for s, a, nb, st in flagged:
+            notebooks.setdefault(f"{s}/{a}/{nb}", []).append(st)
+        lines.append("notebooks with a status other than ok:")
+        for key, sts in notebooks.items():
+            lines.append(f"  {key}: {', '.join(sts)}")
+    return "\n".join(lines)

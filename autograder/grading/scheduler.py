@@ -1,0 +1,117 @@
+"""Running the grading tasks: a local pool of sandboxes, or a Dask cluster.
+
+* :class:`LocalPool` (``--jobs N``): N worker threads, each owning one sandbox (a warm
+  zygote, see :mod:`.sandbox`), taking tasks from a queue.
+* :func:`run_dask` (``--scheduler ADDRESS``): the same tasks submitted to a Dask
+  distributed scheduler; each Dask worker thread keeps a sandbox of its own (started on
+  first use), so a cluster of machines with this environment installed grades in parallel
+  (Dask has Kubernetes, Slurm, SSH ... deployments). Tasks are self-contained: the
+  student's code, the instructor's tests, the limits.
+
+Either way, ``on_result(key, result, error)`` is called in the calling thread as results
+arrive. A worker whose sandbox dies is restarted and the task retried once; a task that
+fails twice gets ``error`` set (rows with status ``grader-error``).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import traceback
+
+from .sandbox import Worker, WorkerFailure, close_all, thread_worker
+
+
+class LocalPool:
+    def __init__(self, jobs: int, options: dict):
+        self.jobs = max(1, int(jobs))
+        self.options = options
+
+    def run(self, tasks, on_result):
+        work: queue.Queue = queue.Queue()
+        done: queue.Queue = queue.Queue()
+        for key, task in tasks:
+            work.put((key, task))
+        n_workers = min(self.jobs, max(1, work.qsize()))
+        threads = [threading.Thread(target=self._worker, args=(work, done), daemon=True, name=f"grader-{i}")
+                   for i in range(n_workers)]
+        for _ in threads:
+            work.put(None)
+        for t in threads:
+            t.start()
+        remaining = len(tasks)
+        while remaining:
+            key, result, error = done.get()
+            if key is None:  # a worker could not start at all
+                raise WorkerFailure(error)
+            on_result(key, result, error)
+            remaining -= 1
+        for t in threads:
+            t.join()
+
+    def _worker(self, work, done):
+        worker = None
+        try:
+            worker = Worker(preload=self.options.get("preload", ()), sandbox=self.options.get("sandbox", True),
+                            memory_limit=self.options.get("memory_limit"), log_dir=self.options.get("log_dir"))
+            try:
+                worker.start()
+            except WorkerFailure as exc:
+                done.put((None, None, str(exc)))
+                return
+            while True:
+                item = work.get()
+                if item is None:
+                    return
+                key, task = item
+                done.put((key, *grade_with_retry(worker, task)))
+        finally:
+            if worker is not None:
+                worker.close()
+
+
+def grade_with_retry(worker, task):
+    """``(result, error)``: retry once on a fresh sandbox if the worker fails."""
+    error = None
+    for _ in range(2):
+        try:
+            return worker.grade(task), None
+        except WorkerFailure as exc:
+            error = str(exc)
+        except Exception:  # noqa: BLE001 - a bug must not stop the whole class
+            error = traceback.format_exc()
+    return None, error
+
+
+def grade_task(task: dict, options: dict):
+    """Run on a Dask worker: grade one task in this thread's sandbox."""
+    worker = thread_worker(options)
+    result, error = grade_with_retry(worker, task)
+    return {"result": result, "error": error}
+
+
+def shutdown_sandboxes():
+    close_all()
+
+
+def run_dask(address: str, tasks, on_result, options: dict, timeout: float = 60):
+    from distributed import Client, as_completed
+
+    client = Client(address, timeout=timeout, set_as_default=False)
+    try:
+        futures = {}
+        for key, task in tasks:
+            fut = client.submit(grade_task, task, options, key=f"grade-{key}", pure=False, retries=0)
+            futures[fut] = key
+        for fut in as_completed(list(futures)):
+            key = futures[fut]
+            try:
+                out = fut.result()
+                on_result(key, out["result"], out["error"])
+            except Exception:  # noqa: BLE001 - a lost Dask worker: the task is reported as failed
+                on_result(key, None, traceback.format_exc())
+        try:
+            client.run(shutdown_sandboxes)
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        client.close()
