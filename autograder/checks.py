@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import warnings
 
 import torch
@@ -99,8 +100,20 @@ def _require_plain_tensor(value, what, cause=None):
     )
 
 
+def _require_tensors(*values):
+    for value in values:
+        if not _is_plain_tensor(value):
+            fail(
+                "expected a plain torch.Tensor",
+                expected="torch.Tensor",
+                found=f"{type(value).__name__}: {describe(value)}",
+                cause="pass ordinary tensors (a subclass or another object cannot be trusted to compare itself)",
+            )
+
+
 def same_values(a, b) -> bool:
     """True when ``a`` and ``b`` have the same shape, dtype and values (NaN equals NaN)."""
+    _require_tensors(a, b)
     with _DisableTorchFunction():
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
@@ -114,6 +127,7 @@ def same_values(a, b) -> bool:
 
 def shares_storage(a, b) -> bool:
     """True when the two tensors' memory overlaps (same untyped storage)."""
+    _require_tensors(a, b)
     with _DisableTorchFunction():
         return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
@@ -122,7 +136,8 @@ def as_bool(value, what="the result"):
     """Accept ``bool``, ``numpy.bool_`` and a one-element bool ``torch.Tensor``."""
     if type(value) is bool:
         return value
-    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and type(value) is numpy.bool_:  # the real numpy.bool_, not a look-alike
         return bool(value)
     if _is_plain_tensor(value) and value.dtype == torch.bool and value.numel() == 1:
         with _DisableTorchFunction():
@@ -287,6 +302,7 @@ class TensorState:
     """What a function must not change about a tensor: values, version, requires_grad, grad."""
 
     def __init__(self, tensor):
+        _require_tensors(tensor)
         with _DisableTorchFunction():
             self.values = tensor.detach().clone()
             self.version = tensor._version
@@ -297,6 +313,13 @@ class TensorState:
 
 def check_unchanged(tensor, state: TensorState, what, *, cause=None):
     """``tensor`` must still match the :class:`TensorState` taken before the call."""
+    if not _is_plain_tensor(tensor):
+        fail(
+            f"{what} turned its input into something else",
+            expected="a plain torch.Tensor",
+            found=f"{type(tensor).__name__}: {describe(tensor)}",
+            cause=cause or "do not change the class of the argument (x.__class__ = ...)",
+        )
     with _DisableTorchFunction():
         if not same_values(tensor.detach(), state.values):
             fail(

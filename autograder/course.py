@@ -20,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions"
 EXERCISES = REPO / "exercises"
+FIXTURE_SUBMISSIONS = REPO / "tests" / "fixtures" / "submissions"
 
 
 def assignments() -> list[str]:
@@ -30,6 +31,36 @@ def assignments() -> list[str]:
 def notebooks(assignment: str) -> list[str]:
     """Notebook names (without ``.ipynb``) of one assignment's source."""
     return sorted(p.stem for p in (SOLUTIONS / assignment).glob("*.ipynb"))
+
+
+def fixture_cases(assignment: str) -> dict:
+    """``{case: [grade_ids that score 0]}`` of ``tests/fixtures/submissions/<assignment>/expected.json``."""
+    import json
+
+    expected = FIXTURE_SUBMISSIONS / assignment / "expected.json"
+    if not expected.exists():
+        return {}
+    cases = json.loads(expected.read_text())
+    cases.pop("_comment", None)
+    return cases
+
+
+def stock_autograde(root, assignment_names=None) -> dict:
+    """Stock ``nbgrader autograde`` of each assignment's solution, untouched release and fixture
+    submissions (students ``solution``, ``blank`` and one per fixture case) in a TempCourse per
+    assignment under ``root``: ``{assignment: {student: {notebook: {grade_id: (score, max)}}}}``."""
+    results = {}
+    for assignment in assignment_names or assignments():
+        course = TempCourse(Path(root) / assignment, [assignment])
+        course.generate()
+        for nb in notebooks(assignment):
+            course.submit("solution", assignment, SOLUTIONS / assignment / f"{nb}.ipynb", nb)
+            course.submit("blank", assignment, EXERCISES / assignment / f"{nb}.ipynb", nb)
+        for case in fixture_cases(assignment):
+            course.submit(case, assignment, FIXTURE_SUBMISSIONS / assignment / f"{case}.ipynb")
+        course.autograde(assignment)
+        results[assignment] = course.scores(assignment)
+    return results
 
 
 def nbgrader_command() -> list[str]:

@@ -5,43 +5,17 @@ full marks on every graded test cell; the untouched release notebook scores 0 on
 each fixture submission under tests/fixtures/submissions/<assignment>/ (one correct
 alternative, typical mistakes per function) scores exactly what its expected.json says.
 """
-import json
-from pathlib import Path
-
 import pytest
 
-from autograder.course import EXERCISES, SOLUTIONS, TempCourse, assignments, graded_cells, notebooks, owner
-
-FIXTURES = Path(__file__).parent / "fixtures" / "submissions"
-
-
-def fixture_cases(assignment):
-    expected = FIXTURES / assignment / "expected.json"
-    if not expected.exists():
-        return {}
-    cases = json.loads(expected.read_text())
-    cases.pop("_comment", None)
-    return cases
-
+from autograder.course import SOLUTIONS, assignments, fixture_cases, graded_cells, notebooks, owner
 
 ALL_CASES = [(a, case) for a in assignments() for case in fixture_cases(a)]
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """Autograde solution, blank release and every fixture, once per assignment."""
-    results = {}
-    for assignment in assignments():
-        course = TempCourse(tmp_path_factory.mktemp(assignment), [assignment])
-        course.generate()
-        for nb in notebooks(assignment):
-            course.submit("solution", assignment, SOLUTIONS / assignment / f"{nb}.ipynb", nb)
-            course.submit("blank", assignment, EXERCISES / assignment / f"{nb}.ipynb", nb)
-        for case in fixture_cases(assignment):
-            course.submit(case, assignment, FIXTURES / assignment / f"{case}.ipynb")
-        course.autograde(assignment)
-        results[assignment] = course.scores(assignment)
-    return results
+def graded(stock_grades):
+    """Stock nbgrader's scores of solution, blank release and every fixture (shared session fixture)."""
+    return stock_grades
 
 
 def _grades(graded, assignment, student):

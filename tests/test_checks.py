@@ -211,3 +211,29 @@ def test_same_values_and_shares_storage():
 def test_call_recorder():
     rec = CallRecorder(lambda t: t + 1)
     assert rec(1) == 2 and rec.count == 1 and rec.first_arg() == 1
+
+
+def test_as_bool_rejects_a_numpy_bool_look_alike():
+    class bool_:  # noqa: N801 - imitates numpy.bool_
+        __module__ = "numpy"
+
+        def __bool__(self):
+            return True
+
+    with pytest.raises(CheckFailure, match="must be True or False"):
+        as_bool(bool_())
+
+
+def test_state_helpers_reject_tensor_subclasses():
+    class Agreeable(torch.Tensor):
+        def __eq__(self, other):
+            return True
+
+    fake = torch.zeros(2).as_subclass(Agreeable)
+    plain = torch.zeros(2)
+    for call in (lambda: same_values(fake, plain), lambda: shares_storage(plain, fake), lambda: TensorState(fake)):
+        with pytest.raises(CheckFailure, match="plain torch.Tensor"):
+            call()
+    state = TensorState(plain)
+    with pytest.raises(CheckFailure, match="turned its input into something else"):
+        check_unchanged(fake, state, "f(x)")

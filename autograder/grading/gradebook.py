@@ -10,6 +10,8 @@ ones put back), the output each cell produced while grading, and each test's res
 from __future__ import annotations
 
 import copy
+import os
+import sys
 from pathlib import Path
 
 import nbformat
@@ -19,6 +21,10 @@ class GradebookWriter:
     def __init__(self, course_root: Path, db_url: str | None = None):
         from nbgrader.api import Gradebook
 
+        # nbgrader runs `alembic` from PATH: use this environment's
+        bindir = os.path.dirname(sys.executable)
+        if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
         self.root = Path(course_root)
         self.db_url = db_url or f"sqlite:///{self.root / 'gradebook.db'}"
         self.gb = Gradebook(self.db_url)

@@ -35,8 +35,8 @@ import types
 from . import protect
 from .protocol import read_message, write_message
 
-PROTO_IN, PROTO_OUT = 3, 4          # where the zygote keeps the host channel
-CTL_FD, RES_FD, TOK_FD = 5, 6, 7    # fixed fds of a submission process
+PROTO_IN, PROTO_OUT = 1021, 1022    # where the zygote keeps the host channel
+CTL_FD, RES_FD, TOK_FD = 3, 4, 5    # the only descriptors a submission process keeps (besides 0-2)
 OUTPUT_KEEP = 20_000                # characters of each cell's/test's output sent back
 MESSAGE_KEEP = 1_500                # characters of a failure message
 RECORD_MAX = 8_192
@@ -49,6 +49,7 @@ def main():
     """Entry point of the sandbox (the zygote)."""
     os.dup2(0, PROTO_IN)
     os.dup2(1, PROTO_OUT)
+    os.closerange(3, PROTO_IN)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # stray prints of the zygote go to its log, never into the channel
@@ -63,8 +64,13 @@ def main():
         control_codes=(_grade.__code__, _main_line.__code__, DRIVER_CODE),
         driver_code=DRIVER_CODE,
         zygote_codes=(_grade.__code__, _Supervisor._record.__code__),
+        std_codes=(DRIVER_CODE, _main_line.__code__),
     )
     driver = make_driver(prot)
+    import gc
+
+    gc.collect()
+    gc.freeze()  # (after build: gc.get_referrers/get_objects do not see frozen objects)
     write_message(PROTO_OUT, {"ready": True, "pid": os.getpid(), "protection": prot.summary})
     while True:
         try:
@@ -152,10 +158,6 @@ def _warm_up(config):
     excluded += [name for name, m in list(sys.modules.items())
                  if name in ("__main__", "__mp_main__") or getattr(m, "__name__", None) == "__main__"
                  or getattr(m, "__dict__", None) is shell.user_ns]
-    import gc
-
-    gc.collect()
-    gc.freeze()  # forked children do not touch the zygote's objects' GC headers
     return shell, excluded
 
 
@@ -199,7 +201,7 @@ def _grade(task, shell, prot, driver, config):
     if pid == 0:  # the main line of this submission
         code = 70
         try:
-            _main_line(task, shell, driver, ctl_w, res_w, tok_r, config)
+            _main_line(task, shell, driver, prot.guard, ctl_w, res_w, tok_r, config)
             code = 0
         finally:
             os._exit(code)
@@ -314,6 +316,7 @@ class _Supervisor:
         self.done = False
         self.reaped = False
         self.output_limit = int(limits["output"])
+        self.cell_tamper = []
 
     # -- event loop ------------------------------------------------------------------
     def run(self):
@@ -472,6 +475,9 @@ class _Supervisor:
                     cell["error"] = msg["error"][:MESSAGE_KEEP]
                 if msg.get("kind") in ("memory", "interrupted", "error"):
                     cell["kind"] = msg["kind"]
+                tamper = msg.get("tamper")
+                if isinstance(tamper, list):
+                    self.cell_tamper.extend(str(t)[:300] for t in tamper[:20])
                 cell["seconds"] = round(now - cell.get("start", now), 3)
                 self.current, self.since, self.interrupted = None, None, None
             else:
@@ -539,7 +545,7 @@ class _Supervisor:
             cells.append({"index": i, "status": status, "error": c.get("error"), "output": out,
                           "seconds": c.get("seconds")})
         tests = []
-        pre_tamper = []
+        pre_tamper = list(dict.fromkeys(self.cell_tamper))
         for k in range(self.n_tests):
             t = self.tests.get(k, {})
             rec = self.records.get(k)
@@ -588,14 +594,24 @@ def _read_output(path, limit):
 # --------------------------------------------------------------------------- main line
 
 
-def _main_line(task, shell, driver, ctl_w, res_w, tok_r, config):
+def _guard_check(guard):
+    try:
+        return [str(f)[:300] for f in guard.send(("check",))][:20]
+    except BaseException as exc:  # noqa: BLE001
+        return [f"the guard failed: {type(exc).__name__}"]
+
+
+def _main_line(task, shell, driver, guard, ctl_w, res_w, tok_r, config):
     """One submission: the student's cells in order; a forked test at each test's place."""
     os.setsid()
-    for src, dst in ((ctl_w, CTL_FD), (res_w, RES_FD), (tok_r, TOK_FD)):
+    # keep exactly stdin/out/err and the three channels of this submission: in particular the
+    # zygote's channel to the host must be out of reach
+    moved = [os.dup(fd) for fd in (ctl_w, res_w, tok_r)]
+    for src, dst in zip(moved, (CTL_FD, RES_FD, TOK_FD)):
         os.dup2(src, dst)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    os.closerange(TOK_FD + 1, 4096)
+    os.closerange(TOK_FD + 1, 65536)
     sys.audit("autograder.phase", "main", TOK_FD)
     limits = task["limits"]
     _set_limits(limits)
@@ -609,6 +625,7 @@ def _main_line(task, shell, driver, ctl_w, res_w, tok_r, config):
 
     out = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace",
                            write_through=True)
+    me = os.getpid()
     for item in task["items"]:
         if item[0] == "cell":
             _, index, source = item
@@ -616,20 +633,26 @@ def _main_line(task, shell, driver, ctl_w, res_w, tok_r, config):
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.close(fd)
-            sys.stdout = sys.stderr = out
+            guard.send(("std", out, out))
             send({"c": index, "e": "start"})
             error = kind = None
+            exc = None
             try:
                 result = shell.run_cell(source, store_history=False)
                 exc = result.error_before_exec or result.error_in_exec
-                if exc is not None:
-                    error, kind = _describe_cell_error(exc)
             except KeyboardInterrupt:
                 error, kind = "KeyboardInterrupt", "interrupted"
-            except BaseException as exc:  # noqa: BLE001 - a student cell cannot stop the grading
+            except BaseException as caught:  # noqa: BLE001 - a student cell cannot stop the grading
+                exc = caught
+            # put back what the cell changed before any more grader code runs here (the test
+            # processes verify again on their own); what was changed is reported
+            tamper = _guard_check(guard)
+            if os.getpid() != me:  # a process the student's cell forked: it must not go on grading
+                os._exit(0)
+            if exc is not None:
                 error, kind = _describe_cell_error(exc)
             _flush(out)
-            send({"c": index, "e": "end", "error": error, "kind": kind})
+            send({"c": index, "e": "end", "error": error, "kind": kind, "tamper": tamper})
         else:
             k = item[1]
             fd = os.open(os.path.join(outdir, f"test-{k}.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -777,8 +800,9 @@ def make_driver(prot):
                   _wrapper=io.TextIOWrapper, _fileio=io.FileIO, _gc_disable=__import__("gc").disable,
                   _isinstance=isinstance, _memoryerror=MemoryError, _str=str, _list=list, _frozenset=frozenset,
                   _baseexception=BaseException, _exception=Exception, _len=len, _typeof=type,
-                  _runtime=RuntimeError, _clock=time.perf_counter):
+                  _runtime=RuntimeError, _clock=time.perf_counter, _getpid=os.getpid):
         internal = None
+        me = _getpid()
         marks = [_clock()]
         try:
             _gc_disable()  # no finalizer of student objects runs at an arbitrary point
@@ -823,6 +847,8 @@ def make_driver(prot):
                 memory = _isinstance(exc, _memoryerror) or _memory(message)
                 exc = None
             _setprofile(None)
+            if _getpid() != me:  # a process the student's code forked during the test
+                _exit(0)
             marks.append(_clock())
             _audit("autograder.phase", "main")
             during += ["after the test: " + _str(f) for f in _guard.send(("check",))]

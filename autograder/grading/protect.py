@@ -473,8 +473,8 @@ def _guard_loop(snap, state, volatile=frozenset(), _type=type, _id=id, _str=str,
         elif op == "check":
             result = _tuple(full())
         elif op == "allow" and driver_code is None:
-            driver_code = cmd[1]
-        elif op == "std" and _getframe(1).f_code is driver_code and sys_index >= 0:
+            driver_code = _tuple(cmd[1])
+        elif op == "std" and _getframe(1).f_code in driver_code and sys_index >= 0:
             copy = entries[sys_index][4]
             copy["stdout"], copy["stderr"] = cmd[1], cmd[2]
             sysdict["stdout"], sysdict["stderr"] = cmd[1], cmd[2]
@@ -862,14 +862,14 @@ class Protection(tuple):
     summary = property(operator.itemgetter(5))
 
 
-def build(exclude=(), trusted_roots=(), control_codes=(), driver_code=None, zygote_codes=()):
+def build(exclude=(), trusted_roots=(), control_codes=(), driver_code=None, zygote_codes=(), std_codes=()):
     """Seal functions, snapshot the interpreter, install the audit hooks.
 
     ``exclude``: modules not to protect (the IPython shell's, which only run student
     cells); ``trusted_roots``: read-only directories native code may be loaded from;
     ``control_codes``: code objects of the harness functions allowed to drive the hooks;
-    ``driver_code`` / ``zygote_codes``: code objects the guard and the vault accept commands
-    from.
+    ``driver_code`` / ``zygote_codes``: code objects the vault accepts commands from;
+    ``std_codes``: code objects allowed to install the stdout/stderr capture.
     """
     import signal
 
@@ -909,7 +909,7 @@ def build(exclude=(), trusted_roots=(), control_codes=(), driver_code=None, zygo
     volatile = _fork_volatile(snap)
     guard = _guard_loop(snap, torch_state(), volatile)
     next(guard)
-    guard.send(("allow", driver_code))
+    guard.send(("allow", std_codes or (driver_code,)))
     vault = _vault_loop()
     next(vault)
     vault.send(("allow", driver_code, tuple(zygote_codes)))

@@ -97,7 +97,18 @@ def rows_for(sub, result=None, error=None) -> list[Row]:
 
 def _score(row, test, k, sub, result):
     r = result["tests"][k]
-    tampered_before = bool(result.get("pre_tamper")) or bool(result.get("forged"))
+    forged = bool(result.get("forged"))
+    tampered_before = bool(result.get("pre_tamper")) or forged
+    if r.get("during"):  # protected state changed while this test ran: it cannot count
+        row.status = "tampered"
+        row.message = "protected state changed during this test: " + "; ".join(r["during"][:5])
+        return
+    if r.get("passed") and not r.get("lost") and not r.get("not_run"):
+        partial = r.get("partial")
+        row.score = min(float(partial), test.points) if partial is not None else test.points
+        row.status = "tampered" if tampered_before else "ok"
+        return
+    # score 0: say why
     if r.get("not_run"):
         row.status = _died_reason(sub, result)
         row.message = {
@@ -106,37 +117,27 @@ def _score(row, test, k, sub, result):
             "memory-limit": "not run: the notebook ran out of memory before this test",
             "output-limit": "not run: the notebook wrote too much output before this test",
         }.get(row.status, "not run")
-        return
-    if r.get("lost"):
+    elif r.get("lost"):
         if r.get("killed"):
             row.status, row.message = "timeout", "the test ran past the time limit and was stopped"
         elif r.get("output_full"):
             row.status, row.message = "output-limit", "the test wrote more output than the limit"
-        elif result.get("forged"):
-            row.status, row.message = "tampered", "the test's process wrote forged results"
         else:
             row.status, row.message = "kernel-died", "the test's process exited or crashed without a result"
-        return
-    if r.get("during"):
-        row.status = "tampered"
-        row.message = "protected state changed during this test: " + "; ".join(r["during"][:5])
-        return
-    if r.get("passed"):
-        partial = r.get("partial")
-        row.score = min(float(partial), test.points) if partial is not None else test.points
-        row.status = "tampered" if tampered_before else "ok"
-        return
-    row.message = r.get("message") or ""
-    if r.get("error") and not row.message.startswith(r["error"]):
-        row.message = f"{r['error']}: {row.message}" if row.message else r["error"]
-    if r.get("memory"):
-        row.status = "memory-limit"
-    elif r.get("output_full"):
-        row.status = "output-limit"
-    elif tampered_before:
-        row.status = "tampered"
     else:
-        row.status = _limit_before(sub, result, k) or "ok"
+        row.message = r.get("message") or ""
+        if r.get("error") and not row.message.startswith(r["error"]):
+            row.message = f"{r['error']}: {row.message}" if row.message else r["error"]
+        if r.get("memory"):
+            row.status = "memory-limit"
+        elif r.get("output_full"):
+            row.status = "output-limit"
+        else:
+            row.status = _limit_before(sub, result, k) or "ok"
+    if tampered_before:
+        row.status = "tampered"
+        if forged:
+            row.message = "the submission wrote forged results; " + row.message
 
 
 def write_csv(path: Path, rows) -> None:

@@ -98,8 +98,10 @@ def bwrap_command(inner: list[str], info_fd: int | None = None, tmp_size: int = 
     for root in runtime_roots():
         if not root.startswith("/usr/"):
             cmd += ["--ro-bind", root, root]
-    cmd += ["--dev", "/dev", "--size", str(tmp_size), "--tmpfs", SANDBOX_TMP, "--chdir", SANDBOX_TMP,
-            "--clearenv"]
+    # the sandbox's own root (where bwrap created /work, /root ... to mount into) becomes
+    # read-only too: only /tmp and /dev/shm can be written, and the zygote wipes both
+    cmd += ["--dev", "/dev", "--size", str(tmp_size), "--tmpfs", SANDBOX_TMP, "--remount-ro", "/",
+            "--chdir", SANDBOX_TMP, "--clearenv"]
     for key, value in sandbox_env().items():
         cmd += ["--setenv", key, value]
     if info_fd is not None:

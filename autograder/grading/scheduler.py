@@ -96,7 +96,7 @@ def shutdown_sandboxes():
 def run_dask(address: str, tasks, on_result, options: dict, timeout: float = 60):
     from distributed import Client, as_completed
 
-    client = Client(address, timeout=timeout, set_as_default=False)
+    client = Client(address, timeout=timeout)
     try:
         futures = {}
         for key, task in tasks:

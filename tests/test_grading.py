@@ -1,0 +1,263 @@
+"""`autograder grade`, driven through its real command line.
+
+* Hostile submissions, one fixture notebook per failure mode (tests/fixtures/grading/, built
+  on exercise 1; expectations in expected.json): each gets the expected status on every row
+  and never more than the honest notebook it was built from scores under stock nbgrader.
+* Honest submissions of every assignment (solution, untouched release, the fixtures of
+  tests/fixtures/submissions/): exactly stock nbgrader's scores (the session's real
+  `nbgrader autograde` run, shared with test_autograde.py), every status ok.
+* Isolation: nothing is read or written outside the sandbox, nothing survives a submission.
+* The gradebook (nbgrader export), the feedback pages (no hidden test source) and the Dask
+  scheduler (same CSV as the local pool).
+"""
+from __future__ import annotations
+
+import csv
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.course import (
+    EXERCISES,
+    FIXTURE_SUBMISSIONS,
+    REPO,
+    SOLUTIONS,
+    TempCourse,
+    assignments,
+    fixture_cases,
+    notebooks,
+)
+from autograder.grading.collect import read_source
+
+GRADING = Path(__file__).parent / "fixtures" / "grading"
+EXERCISE = "01_relu_inplace"  # the hostile fixtures are built on exercise 1
+BASES = {"correct": "correct-alternative", "values": "mip-values-only", "never": "irs-never-in-place",
+         "blank": "blank"}
+HOSTILE = {k: v for k, v in json.loads((GRADING / "expected.json").read_text()).items() if not k.startswith("_")}
+AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
+
+
+def grade(*args, timeout=1200, env=None):
+    proc = subprocess.run([AUTOGRADER, "grade", *map(str, args), "--quiet"], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    return proc
+
+
+def read_csv(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def autograded_outputs(course_root, student, assignment=EXERCISE, notebook=EXERCISE):
+    nb = nbformat.read(Path(course_root) / "autograded" / student / assignment / f"{notebook}.ipynb", as_version=4)
+    return "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def submit(folder, student, assignment, notebook_path, name=None):
+    target = Path(folder) / student / assignment / f"{name or assignment}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(notebook_path, target)
+
+
+# --------------------------------------------------------------------------- hostile
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    course = TempCourse(root / "course", [EXERCISE])
+    submitted = root / "submitted"
+    for case in HOSTILE:
+        if case == "missing-notebook":
+            (submitted / case / EXERCISE).mkdir(parents=True)
+        else:
+            submit(submitted, case, EXERCISE, GRADING / f"{case}.ipynb")
+    out = root / "out"
+    proc = grade(submitted, "--out", out, "--course", course.root, "--jobs", "2", "--timeout", "2",
+                 "--memory-limit", "512M", "--output-limit", "1M")
+    rows = read_csv(out / "grades.csv") if (out / "grades.csv").exists() else []
+    return {"proc": proc, "rows": rows, "out": out, "course": course}
+
+
+def test_hostile_run_succeeds(hostile):
+    proc = hostile["proc"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "test cells by status:" in proc.stdout
+
+
+def test_csv_has_exactly_the_columns_and_every_submission_its_rows(hostile):
+    header = (hostile["out"] / "grades.csv").read_text().splitlines()[0]
+    assert header == "student,assignment,notebook,grade_id,score,max_score,status"
+    tests = [t.grade_id for t in read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb").tests]
+    for case in HOSTILE:
+        got = [r["grade_id"] for r in hostile["rows"] if r["student"] == case]
+        assert got == tests, f"{case}: rows for {got}"  # also: no row for a student's fake test cell
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_submission(case, hostile, stock_grades):
+    spec = HOSTILE[case]
+    base = stock_grades[EXERCISE][BASES[spec["base"]]][EXERCISE]
+    rows = {r["grade_id"]: r for r in hostile["rows"] if r["student"] == case}
+    assert rows, f"no rows for {case}"
+    problems = []
+    for gid, row in rows.items():
+        status = next((s for pattern, s in spec.get("status", {}).items() if fnmatch.fnmatch(gid, pattern)), "ok")
+        base_score, max_score = base[gid]
+        score = 0.0 if any(fnmatch.fnmatch(gid, p) for p in spec.get("zero", [])) else base_score
+        if row["status"] != status:
+            problems.append(f"{gid}: status {row['status']}, expected {status}")
+        if float(row["score"]) != score:
+            problems.append(f"{gid}: score {row['score']}, expected {score:g}")
+        assert float(row["score"]) <= base_score, f"{case}: {gid} scores more than the honest notebook"
+        assert float(row["max_score"]) == max_score
+    assert not problems, f"{case}:\n" + "\n".join(problems)
+    if "output" in spec:
+        assert spec["output"] in autograded_outputs(hostile["course"].root, case)
+
+
+def test_writes_outside_changed_nothing_on_the_host(hostile):
+    places = [REPO, REPO / "autograder", Path(sys.prefix), Path("/root"), Path("/home"), Path("/usr"),
+              Path("/etc"), Path("/")]
+    assert not [p for p in places if (p / "HACKED-writes-outside.txt").exists()]
+    assert "writes-outside wrote: []" in autograded_outputs(hostile["course"].root, "writes-outside")
+
+
+def test_feedback_shows_messages_never_hidden_test_source(hostile):
+    source = read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb")
+    page = (hostile["out"] / "feedback" / "deleted-test-cell" / EXERCISE / f"{EXERCISE}.html").read_text()
+    # the failing hidden test: its name, its points and the check's message, no source
+    assert "test_modifies_in_place_unchanged_values" in page
+    assert "0 / 1" in page
+    assert "returned False" in page and "likely cause" in page
+    assert "Traceback" not in page and "BEGIN HIDDEN TESTS" not in page
+    for test in source.tests:
+        for line in test.source.splitlines():
+            line = line.strip()
+            if len(line) > 25 and any(ch in line for ch in "=(") and not line.startswith("#"):
+                assert line not in page, f"hidden test source in the feedback: {line}"
+
+
+def test_tampered_submission_is_told_what_was_restored(hostile):
+    page = (hostile["out"] / "feedback" / "monkeypatch-allclose" / EXERCISE / f"{EXERCISE}.html").read_text()
+    assert "torch.allclose was replaced" in page
+    assert "restored" in page
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+def test_nothing_survives_a_submission(tmp_path):
+    """Processes and files left by a submission are gone before the next one (same sandbox)."""
+    course = TempCourse(tmp_path / "course", [EXERCISE])
+    submitted = tmp_path / "submitted"
+    submit(submitted, "1-fork-bomb", EXERCISE, GRADING / "fork-bomb.ipynb")
+    submit(submitted, "2-leftover-daemon", EXERCISE, GRADING / "leftover-daemon.ipynb")
+    submit(submitted, "3-writes-outside", EXERCISE, GRADING / "writes-outside.ipynb")
+    check = nbformat.read(EXERCISES / EXERCISE / f"{EXERCISE}.ipynb", as_version=4)
+    check.cells.insert(2, nbformat.v4.new_code_cell(
+        "import os\n"
+        "alive = []\n"
+        "for pid in range(2, 4096):\n"
+        "    if pid in (os.getpid(), os.getppid()):\n"
+        "        continue\n"
+        "    try:\n"
+        "        os.kill(pid, 0)\n"
+        "        alive.append(pid)\n"
+        "    except ProcessLookupError:\n"
+        "        pass\n"
+        "print('check: processes', alive, 'scratch', os.listdir('.'), 'tmp', sorted(os.listdir('/tmp')),\n"
+        "      'shm', os.listdir('/dev/shm'))", id="check"))
+    nbformat.write(check, tmp_path / "check.ipynb")
+    submit(submitted, "4-check", EXERCISE, tmp_path / "check.ipynb")
+    proc = grade(submitted, "--out", tmp_path / "out", "--course", course.root, "--jobs", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = autograded_outputs(course.root, "4-check")
+    assert "check: processes [] scratch [] tmp ['home', 'out', 'work'] shm []" in out, out
+    rows = read_csv(tmp_path / "out" / "grades.csv")
+    assert {r["status"] for r in rows if r["student"] != "4-check"} == {"ok"}
+
+
+def test_no_sandbox_no_grading(tmp_path):
+    """Without bubblewrap the command refuses (unless --no-sandbox) and says why."""
+    (tmp_path / "submitted").mkdir()
+    env = dict(os.environ, PATH=str(tmp_path))
+    proc = grade(tmp_path / "submitted", "--out", tmp_path / "out", env=env)
+    assert proc.returncode == 2
+    assert "bubblewrap" in proc.stderr and "--no-sandbox" in proc.stderr
+
+
+def test_missing_submissions_folder_is_a_clear_error(tmp_path):
+    proc = grade(tmp_path / "nowhere", "--out", tmp_path / "out")
+    assert proc.returncode == 2
+    assert "no submissions folder" in proc.stderr
+
+
+# --------------------------------------------------------------------------- honest
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory):
+    """Every assignment's solution, blank release and fixture submissions, graded by the CLI."""
+    root = tmp_path_factory.mktemp("honest")
+    course = TempCourse(root / "course")
+    course.generate()
+    for a in assignments():
+        for nb in notebooks(a):
+            course.submit("solution", a, SOLUTIONS / a / f"{nb}.ipynb", nb)
+            course.submit("blank", a, EXERCISES / a / f"{nb}.ipynb", nb)
+        for case in fixture_cases(a):
+            course.submit(case, a, FIXTURE_SUBMISSIONS / a / f"{case}.ipynb")
+    out = root / "out"
+    proc = grade(course.root / "submitted", "--out", out, "--course", course.root, "--jobs", "2")
+    return {"proc": proc, "out": out, "course": course, "rows": read_csv(out / "grades.csv")}
+
+
+def test_honest_submissions_get_exactly_stock_nbgrader_scores(honest, stock_grades):
+    assert honest["proc"].returncode == 0, honest["proc"].stdout + honest["proc"].stderr
+    ours = {(r["assignment"], r["student"], r["notebook"], r["grade_id"]): (float(r["score"]), float(r["max_score"]))
+            for r in honest["rows"]}
+    stock = {(a, student, nb, gid): score
+             for a, students in stock_grades.items() for student, nbs in students.items()
+             for nb, grades in nbs.items() for gid, score in grades.items()}
+    assert ours == stock
+    assert {r["status"] for r in honest["rows"]} == {"ok"}
+
+
+def test_gradebook_feeds_nbgrader_export(honest):
+    course = honest["course"]
+    for a in assignments():
+        assert course.scores(a) == {
+            student: {nb: {r["grade_id"]: (float(r["score"]), float(r["max_score"]))
+                           for r in honest["rows"] if (r["student"], r["assignment"], r["notebook"]) == (student, a, nb)}
+                      for nb in notebooks(a)}
+            for student in {r["student"] for r in honest["rows"] if r["assignment"] == a}}
+    course.nbgrader("export")
+    exported = read_csv(course.root / "grades.csv")
+    totals = {}
+    for r in honest["rows"]:
+        key = (r["assignment"], r["student"])
+        totals[key] = totals.get(key, 0.0) + float(r["score"])
+    assert {(r["assignment"], r["student_id"]): float(r["score"]) for r in exported} == totals
+    for a in assignments():
+        for nb in notebooks(a):
+            assert (course.root / "autograded" / "solution" / a / f"{nb}.ipynb").exists()
+
+
+def test_dask_scheduler_gives_the_same_csv(honest, tmp_path):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        proc = grade(honest["course"].root / "submitted", "--out", tmp_path / "out", "--course",
+                     honest["course"].root, "--scheduler", cluster.scheduler_address, "--no-gradebook")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Dask cluster" in proc.stdout
+    assert (tmp_path / "out" / "grades.csv").read_text() == (honest["out"] / "grades.csv").read_text()
