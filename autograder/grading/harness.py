@@ -57,6 +57,8 @@ def main():
     for fd in (PROTO_IN, PROTO_OUT):
         os.set_inheritable(fd, False)
     config = read_message(PROTO_IN)
+    global NAMESPACE
+    NAMESPACE = _Namespace()
     shell, excluded = _warm_up(config)
     prot = protect.build(
         exclude=excluded,
@@ -194,22 +196,38 @@ def _grade(task, shell, prot, driver, config):
     ctl_r, ctl_w = os.pipe()
     res_r, res_w = os.pipe()
     tok_r, tok_w = os.pipe()
+    info_r, info_w = os.pipe()
     os.set_blocking(tok_r, False)
     os.write(tok_w, b"t" * max(0, int(limits.get("processes", 32))))
     os.close(tok_w)
-    pid = os.fork()
-    if pid == 0:  # the main line of this submission
+    helper = os.fork()
+    if helper == 0:
+        # the helper puts the submission in a pid namespace of its own, where its main line
+        # is pid 1: the zygote is out of sight and out of reach of its signals, and when the
+        # main line ends the kernel kills every process left in that namespace
         code = 70
         try:
-            _main_line(task, shell, driver, prot.guard, ctl_w, res_w, tok_r, config)
-            code = 0
+            os.close(info_r)
+            isolated = NAMESPACE.new_pid_namespace()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.close(info_w)
+                    _main_line(task, shell, driver, prot.guard, ctl_w, res_w, tok_r, config, isolated)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.write(info_w, f"{pid} {int(isolated)}".encode())
+            code = _exit_code(os.waitpid(pid, 0)[1])
         finally:
             os._exit(code)
-    for fd in (ctl_w, res_w, tok_r):
+    for fd in (ctl_w, res_w, tok_r, info_w):
         os.close(fd)
-    sup = _Supervisor(pid, ctl_r, res_r, task, limits, start, sandboxed, prot.vault)
+    main_pid, isolated = _read_main_pid(info_r)
+    os.close(info_r)
+    sup = _Supervisor(helper, main_pid, ctl_r, res_r, task, limits, start, sandboxed, prot.vault)
     sup.run()
-    _kill_all(sandboxed, pid)
+    _kill_all(sandboxed, main_pid, isolated, helper)
     sup.reap()
     sup.drain()
     os.close(ctl_r)
@@ -221,6 +239,67 @@ def _grade(task, shell, prot, driver, config):
     if not os.environ.get("AUTOGRADER_KEEP_SCRATCH"):
         _wipe(config)
     return result
+
+
+def _exit_code(status):
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return 70
+
+
+def _read_main_pid(fd):
+    ready, _, _ = select.select([fd], [], [], 60)
+    data = os.read(fd, 100) if ready else b""
+    try:
+        pid, isolated = data.split()
+        return int(pid), bool(int(isolated))
+    except ValueError:
+        return None, False
+
+
+class _Namespace:
+    """Linux calls the zygote prepares before any student code runs (ctypes is refused later)."""
+
+    CLONE_NEWPID = 0x20000000
+    PR_CAPBSET_DROP = 24
+    PR_SET_NO_NEW_PRIVS = 38
+    CAP_VERSION_3 = 0x20080522
+
+    def __init__(self):
+        import ctypes
+
+        self.ctypes = ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.unshare, self.prctl, self.capset, self.capget = libc.unshare, libc.prctl, libc.capset, libc.capget
+
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class Data(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                        ("inheritable", ctypes.c_uint32)]
+
+        self.Header, self.Data = Header, Data
+
+    def new_pid_namespace(self) -> bool:
+        return self.unshare(self.CLONE_NEWPID) == 0
+
+    def drop_privileges(self) -> bool:
+        """No capabilities, no way back (no_new_privs); True when none is left."""
+        ct = self.ctypes
+        self.prctl(self.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        for cap in range(64):
+            self.prctl(self.PR_CAPBSET_DROP, cap, 0, 0, 0)
+        header = self.Header(self.CAP_VERSION_3, 0)
+        self.capset(ct.byref(header), (self.Data * 2)())
+        now = (self.Data * 2)()
+        self.capget(ct.byref(header), now)
+        return all(d.effective == d.permitted == d.inheritable == 0 for d in now)
+
+
+NAMESPACE = None
 
 
 def _write_files(scratch, files, limits):
@@ -265,13 +344,22 @@ def _wipe(config):
             shutil.rmtree(path, onerror=onerror)
 
 
-def _kill_all(sandboxed, pid):
-    """SIGKILL every process of the submission (all processes of the sandbox but the zygote)."""
+def _kill_all(sandboxed, pid, isolated, helper=None):
+    """SIGKILL every process of the submission.
+
+    With its own pid namespace, killing its main line (pid 1 there) makes the kernel kill
+    everything in it; otherwise its process group; in a sandbox, then everything left in
+    the sandbox but the zygote (kill(-1) from inside the sandbox's pid namespace).
+    """
+    if pid:
+        for target, kill in ((pid, os.kill), (pid, os.killpg), (helper, os.kill)):
+            if not target:
+                continue
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
     if not sandboxed:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         return
     for _ in range(500):
         try:
@@ -279,7 +367,8 @@ def _kill_all(sandboxed, pid):
         except ProcessLookupError:
             return
         try:
-            os.waitpid(pid, os.WNOHANG)
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
         except ChildProcessError:
             pass
         try:
@@ -292,8 +381,9 @@ def _kill_all(sandboxed, pid):
 class _Supervisor:
     """The zygote's view of one submission: control messages, results, deadlines."""
 
-    def __init__(self, pid, ctl_r, res_r, task, limits, start, sandboxed, vault):
-        self.pid = pid
+    def __init__(self, helper, pid, ctl_r, res_r, task, limits, start, sandboxed, vault):
+        self.helper = helper  # our child; exits when the main line does
+        self.pid = pid        # the main line (signals for cell timeouts)
         self.fds = {ctl_r: b"", res_r: b""}
         self.ctl_r, self.res_r = ctl_r, res_r
         self.open = {ctl_r, res_r}
@@ -341,6 +431,8 @@ class _Supervisor:
         if self.current is not None and self.since is not None:
             if self.interrupted is not None:
                 deadline = min(deadline, self.interrupted + self.grace)
+            elif self.current[0] == "test":
+                deadline = min(deadline, self.since + self.timeout + self.grace + 3)
             else:
                 deadline = min(deadline, self.since + self.timeout)
         return deadline
@@ -359,25 +451,18 @@ class _Supervisor:
                 self.cells.setdefault(index, {})["status"] = "timeout"
                 self.interrupted = now
                 try:
-                    os.kill(self.pid, signal.SIGINT)  # like nbgrader: interrupt, then go on
-                except ProcessLookupError:
+                    if self.pid:
+                        os.kill(self.pid, signal.SIGINT)  # like nbgrader: interrupt, then go on
+                except (ProcessLookupError, PermissionError):
                     pass
             elif self.interrupted is not None and now >= self.interrupted + self.grace:
                 self.main = "timeout"  # the cell ignored the interrupt
                 self.exit_status = "killed"
-        elif kind == "test" and now >= self.since + self.timeout:
-            test = self.tests.setdefault(index, {})
-            if not test.get("killed"):
-                test["killed"] = True
-                tpid = test.get("pid")
-                if isinstance(tpid, int) and tpid > 1 and tpid != os.getpid():
-                    try:
-                        os.kill(tpid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                else:  # no pid yet: the main line is stuck before the test started
-                    self.main = "timeout"
-                    self.exit_status = "killed"
+        elif kind == "test" and now >= self.since + self.timeout + self.grace + 3:
+            # the main line stops a test at the time limit; if it did not, stop everything
+            self.tests.setdefault(index, {})["killed"] = True
+            self.main = "timeout"
+            self.exit_status = "killed"
 
     def _note_current(self, status):
         if self.current is None:
@@ -388,17 +473,18 @@ class _Supervisor:
 
     def _check_exit(self):
         try:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            pid, status = os.waitpid(self.helper, os.WNOHANG)
         except ChildProcessError:
             self.exit_status = "gone"
             return
         if pid:
             self.exit_status = status
             self.reaped = True
+            code = _exit_code(status)  # the helper exits with the main line's code
             if self.main is None:
-                if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and self.done:
+                if code == 0 and self.done:
                     self.main = "completed"
-                elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+                elif code == 128 + signal.SIGXCPU:
                     self.main = "timeout"
                 else:
                     self.main = "kernel-died"
@@ -406,7 +492,7 @@ class _Supervisor:
     def reap(self):
         if not self.reaped:
             try:
-                os.waitpid(self.pid, 0)
+                os.waitpid(self.helper, 0)
             except ChildProcessError:
                 pass
             self.reaped = True
@@ -493,6 +579,8 @@ class _Supervisor:
             elif event == "end":
                 if isinstance(msg.get("status"), int):
                     test["exit"] = msg["status"]
+                if msg.get("killed") is True:
+                    test["killed"] = True
                 test["seconds"] = round(now - test.get("start", now), 3)
                 self.current, self.since, self.interrupted = None, None, None
             else:
@@ -577,14 +665,28 @@ class _Supervisor:
 
 
 def _read_output(path, limit):
-    """Captured output (truncated) and whether it reached the size limit."""
+    """Captured output (truncated) and whether it reached the size limit.
+
+    The file lives where the submission can write: it may have been replaced by a FIFO, a
+    device or a link, so it is opened without following links or blocking, and read only if
+    it is a regular file.
+    """
+    import stat
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(OUTPUT_KEEP + 1)
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return "", False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "", False
+        data = os.read(fd, OUTPUT_KEEP + 1)
+        size = info.st_size
+    except OSError:
+        return "", False
+    finally:
+        os.close(fd)
     text = data[:OUTPUT_KEEP].decode("utf-8", "replace")
     if size > OUTPUT_KEEP:
         text += f"\n... [{size - OUTPUT_KEEP} more bytes]"
@@ -601,9 +703,11 @@ def _guard_check(guard):
         return [f"the guard failed: {type(exc).__name__}"]
 
 
-def _main_line(task, shell, driver, guard, ctl_w, res_w, tok_r, config):
+def _main_line(task, shell, driver, guard, ctl_w, res_w, tok_r, config, isolated=False):
     """One submission: the student's cells in order; a forked test at each test's place."""
-    os.setsid()
+    os.setsid()  # a process group of its own: kill(0, ...) cannot reach the zygote
+    if not NAMESPACE.drop_privileges() and config["sandboxed"]:
+        os._exit(71)  # never run student code with capabilities
     # keep exactly stdin/out/err and the three channels of this submission: in particular the
     # zygote's channel to the host must be out of reach
     moved = [os.dup(fd) for fd in (ctl_w, res_w, tok_r)]
@@ -629,7 +733,7 @@ def _main_line(task, shell, driver, guard, ctl_w, res_w, tok_r, config):
     for item in task["items"]:
         if item[0] == "cell":
             _, index, source = item
-            fd = os.open(os.path.join(outdir, f"cell-{index}.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = _fresh(os.path.join(outdir, f"cell-{index}.txt"))
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.close(fd)
@@ -655,8 +759,8 @@ def _main_line(task, shell, driver, guard, ctl_w, res_w, tok_r, config):
             send({"c": index, "e": "end", "error": error, "kind": kind, "tamper": tamper})
         else:
             k = item[1]
-            fd = os.open(os.path.join(outdir, f"test-{k}.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            err = os.open(os.path.join(outdir, f"test-{k}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = _fresh(os.path.join(outdir, f"test-{k}.out"))
+            err = _fresh(os.path.join(outdir, f"test-{k}.err"))
             send({"t": k, "e": "start"})
             pid = os.fork()
             if pid == 0:
@@ -665,19 +769,52 @@ def _main_line(task, shell, driver, guard, ctl_w, res_w, tok_r, config):
             os.close(fd)
             os.close(err)
             send({"t": k, "e": "pid", "pid": pid})
-            status = _wait(pid)
-            send({"t": k, "e": "end", "status": status})
+            status, killed = _wait_test(pid, float(limits["timeout"]))
+            send({"t": k, "e": "end", "status": status, "killed": killed})
     send({"done": True})
 
 
-def _wait(pid):
+def _wait_test(pid, timeout):
+    """Wait for a test process; SIGKILL it at the time limit. ``(status, killed)``."""
+    deadline = time.monotonic() + timeout
+    killed = False
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        pidfd = None
     while True:
         try:
-            return os.waitpid(pid, 0)[1]
-        except KeyboardInterrupt:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0 and not killed:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+                continue
+            if pidfd is not None:
+                select.select([pidfd], [], [], max(left, 0.0) if not killed else 1.0)
+            else:
+                time.sleep(0.002)
+        except KeyboardInterrupt:  # an interrupt meant for a cell arriving late
             continue
         except ChildProcessError:
-            return -1
+            status = -1
+            break
+    if pidfd is not None:
+        os.close(pidfd)
+    return status, killed
+
+
+def _fresh(path):
+    """A new, empty regular file at ``path`` (whatever the student may have put there)."""
+    try:
+        os.unlink(path)
+    except IsADirectoryError:
+        shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        pass
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
 
 
 def _flush(stream):

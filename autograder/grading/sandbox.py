@@ -82,8 +82,11 @@ def bwrap_command(inner: list[str], info_fd: int | None = None, tmp_size: int = 
     if not bwrap:
         raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap "
                            "(or run with --no-sandbox, which gives up every isolation guarantee)")
+    # capabilities inside the sandbox's user namespace: only to put each submission in a pid
+    # namespace of its own; the submission's processes drop them all before any of its code runs
     cmd = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-           "--new-session", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
+           "--new-session", "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
+           "--ro-bind", "/usr", "/usr"]
     for top in TOP_LINKS:
         if os.path.islink(top):
             cmd += ["--symlink", os.readlink(top), top]
