@@ -10,6 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 LAB_ARGS ?=
+BENCH_ARGS ?= --n 60
 
 # JupyterLab refuses to run as root without --allow-root (containers, CI machines).
 # nbgrader looks for `alembic`, jupyter for kernels, on PATH: use the venv's first.
@@ -18,7 +19,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/01_relu_inplace.ipynb
 
-.PHONY: lab test venv nbval notebooks exercises lock clean help
+.PHONY: lab test venv nbval notebooks exercises lock bench clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
@@ -27,6 +28,7 @@ help:
 	@echo "make notebooks- re-execute course/ and solutions/ notebooks, then regenerate exercises/"
 	@echo "make exercises- regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make lock     - rewrite requirements.lock from the installed .venv"
+	@echo "make bench    - autograder grade vs stock nbgrader autograde on N submissions (BENCH_ARGS=--n 60)"
 
 venv: $(STAMP)
 
@@ -59,6 +61,9 @@ lock: $(STAMP)
 	{ sed -n '1,2p' requirements.lock; $(BIN)/python -m pip freeze --exclude-editable \
 		| sed 's/+cpu$$//' | grep -v -E '^(pip|setuptools)=='; } > requirements.lock.new
 	mv requirements.lock.new requirements.lock
+
+bench: $(STAMP)
+	$(BIN)/python -m autograder.grading.bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -151,6 +151,28 @@ def test_tampered_submission_is_told_what_was_restored(hostile):
     assert "restored" in page
 
 
+def test_suspicious_code_is_listed_for_review(hostile):
+    review = (hostile["out"] / "review.txt").read_text()
+    for case in ("monkeypatch-allclose", "ctypes-poke", "gc-introspection", "torch-function-mode",
+                 "input-transformer", "frame-trace-skip"):
+        assert f"{case}/{EXERCISE}/{EXERCISE}:" in review
+    assert "sys-exit/" not in review
+
+
+def test_wall_limit_stops_a_notebook(tmp_path):
+    """Each cell is under --timeout, the notebook is not under --wall-limit."""
+    course = TempCourse(tmp_path / "course", [EXERCISE])
+    submit(tmp_path / "submitted", "slow", EXERCISE, GRADING / "infinite-loop-cell.ipynb")
+    proc = grade(tmp_path / "submitted", "--out", tmp_path / "out", "--course", course.root, "--jobs", "1",
+                 "--timeout", "60", "--wall-limit", "4", "--no-gradebook")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = read_csv(tmp_path / "out" / "grades.csv")
+    before = [r for r in rows if r["grade_id"].startswith("test_modifies_in_place")]
+    after = [r for r in rows if r["grade_id"].startswith("test_inplace_relu_is_safe")]
+    assert {(r["status"], r["score"]) for r in before} == {("ok", "1")}
+    assert {(r["status"], r["score"]) for r in after} == {("timeout", "0")}
+
+
 # --------------------------------------------------------------------------- isolation
 
 
@@ -229,6 +251,7 @@ def test_honest_submissions_get_exactly_stock_nbgrader_scores(honest, stock_grad
              for nb, grades in nbs.items() for gid, score in grades.items()}
     assert ours == stock
     assert {r["status"] for r in honest["rows"]} == {"ok"}
+    assert (honest["out"] / "review.txt").read_text() == ""
 
 
 def test_gradebook_feeds_nbgrader_export(honest):

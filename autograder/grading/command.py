@@ -34,8 +34,8 @@ def add_parser(subparsers):
     p.add_argument("--out", required=True, type=Path, help="folder for grades.csv and feedback/")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="sandboxes grading in parallel on this machine (default: number of CPUs)")
-    p.add_argument("--timeout", type=float, default=30.0,
-                   help="seconds per code cell and per test cell (default 30)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds per code cell and per test cell (default 120, as the course's nbgrader config)")
     p.add_argument("--memory-limit", default="2G",
                    help="memory a submission may use beyond the warm Python with torch, e.g. 512M, 2G "
                         "(default 2G)")
@@ -88,16 +88,22 @@ def run(args) -> int:
                   file=sys.stderr)
         elif not args.scheduler:
             check_sandbox()
+        if not submissions_dir.is_dir():
+            raise FileNotFoundError(f"no submissions folder {submissions_dir}")
+        out = args.out.resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        imports = course.imports()
+        options = {"preload": imports, "sandbox": not args.no_sandbox, "memory_limit": memory,
+                   "log_dir": str(out / "logs")}
+        pool = None
+        if not args.scheduler:  # the sandboxes warm up while the submissions are read
+            from .scheduler import LocalPool
+
+            pool = LocalPool(args.jobs, options).start()
         subs = find_submissions(submissions_dir, course, warn=lambda m: print(m, file=sys.stderr))
     except (SandboxError, FileNotFoundError, ValueError) as exc:
         print(f"autograder grade: {exc}", file=sys.stderr)
         return 2
-
-    out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    imports = course.imports()
-    options = {"preload": imports, "sandbox": not args.no_sandbox, "memory_limit": memory,
-               "log_dir": str(out / "logs")}
     from . import feedback, report
 
     writer = None
@@ -139,12 +145,12 @@ def run(args) -> int:
                 run_dask(args.scheduler, tasks, lambda k, r, e: finish(by_key[k], r, e), options)
                 jobs_text = f" on the Dask cluster at {args.scheduler}"
             else:
-                from .scheduler import LocalPool
-
-                LocalPool(args.jobs, options).run(tasks, lambda k, r, e: finish(by_key[k], r, e))
-                jobs_text = f" with {min(args.jobs, len(tasks))} sandbox{'es' if args.jobs > 1 else ''}"
+                pool.run(tasks, lambda k, r, e: finish(by_key[k], r, e))
+                jobs_text = f" with {len(pool.threads)} sandbox{'es' if len(pool.threads) > 1 else ''}"
         else:
             jobs_text = ""
+            if pool is not None:
+                pool.run([], None)
     except WorkerFailure as exc:
         bar.close()
         print(f"autograder grade: the sandbox could not start:\n{exc}", file=sys.stderr)
@@ -155,6 +161,11 @@ def run(args) -> int:
     bar.close()
     report.write_csv(out / "grades.csv", all_rows)
     print(report.summary(all_rows, time.monotonic() - started, jobs_text))
+    flagged = [s for s in subs if s.review]
+    review = out / "review.txt"
+    review.write_text("".join(f"{s.key}: {'; '.join(s.review)}\n" for s in flagged))
+    if flagged:
+        print(f"{len(flagged)} notebook(s) use constructs worth a human look (scores unaffected): {review}")
     print(f"wrote {out / 'grades.csv'} and {out / 'feedback'}"
           + ("" if args.no_gradebook else f"; gradebook {course.root / 'gradebook.db'}"))
     if errors:

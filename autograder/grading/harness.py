@@ -182,9 +182,9 @@ def _grade(task, shell, prot, driver, config):
     start = time.monotonic()
     limits = task["limits"]
     tests = task["tests"]
-    sources = tuple(t.pop("source") for t in tests)
-    prot.vault.send(("begin", sources))
-    del sources
+    compiled = tuple(_compile_test(t.pop("source"), t.get("id", "")) for t in tests)
+    prot.vault.send(("begin", compiled))
+    del compiled
     sandboxed = config["sandboxed"]
     scratch, outdir = config["scratch"], config["outdir"]
     _wipe(config)
@@ -239,6 +239,19 @@ def _grade(task, shell, prot, driver, config):
     if not os.environ.get("AUTOGRADER_KEEP_SCRATCH"):
         _wipe(config)
     return result
+
+
+def _compile_test(source, grade_id):
+    """``(body, last expression or None, names the test binds, ids of its code objects)``.
+
+    Compiled in the zygote, so a test process only runs it; ``None`` if the instructor's
+    test cell does not compile (it then fails, as it would under nbgrader)."""
+    try:
+        body, last, bound = _split_last_expression(source, f"<test {grade_id}>")
+    except (SyntaxError, ValueError):
+        return None
+    codes = protect.code_ids(body) | (protect.code_ids(last) if last is not None else frozenset())
+    return body, last, bound, codes
 
 
 def _exit_code(status):
@@ -937,7 +950,7 @@ def make_driver(prot):
                   _wrapper=io.TextIOWrapper, _fileio=io.FileIO, _gc_disable=__import__("gc").disable,
                   _isinstance=isinstance, _memoryerror=MemoryError, _str=str, _list=list, _frozenset=frozenset,
                   _baseexception=BaseException, _exception=Exception, _len=len, _typeof=type,
-                  _runtime=RuntimeError, _clock=time.perf_counter, _getpid=os.getpid):
+                  _runtime=RuntimeError, _clock=time.perf_counter, _getpid=os.getpid, _tuple=tuple):
         internal = None
         me = _getpid()
         marks = [_clock()]
@@ -958,14 +971,13 @@ def make_driver(prot):
             before_flags = []
             _audit("autograder.flags", before_flags)
             pre += before_flags
-            source = _vault.send(("arm", k))
-            if _typeof(source) is _str:
-                body, last, bound = _split(source, f"<test cell {k}>")
-            else:
-                raise _runtime("no test source")
+            test = _vault.send(("arm", k))
+            if _typeof(test) is not _tuple:  # the instructor's test cell does not compile
+                test = (compile("raise SyntaxError('the test cell does not compile')", "<test>", "exec"),
+                        None, _frozenset(), _frozenset())
+            body, last, bound, test_codes = test
             ns = user_ns
             ns["__builtins__"] = _builtins
-            test_codes = _code_ids(body) | (_code_ids(last) if last is not None else _frozenset())
             _audit("autograder.test", test_codes)
             during = []
             profile = _profiler(_trusted, _globals, test_codes, ns, bound | {"__builtins__"}, _guard, during)

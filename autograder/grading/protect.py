@@ -59,6 +59,8 @@ TAMPER_EVENTS = frozenset({"sys.addaudithook", "gc.get_objects", "gc.get_referre
                            "sys._current_frames"})
 TRACE_EVENTS = frozenset({"sys.settrace", "sys.setprofile"})
 TEST_ONLY_SEALED = frozenset({"signal.signal", "_thread.start_new_thread"})
+# extension modules that call arbitrary native functions (like ctypes): never loaded for students
+FFI_MODULES = frozenset({"_cffi_backend", "_ctypes_test", "_testcapi", "_testinternalcapi"})
 # set by the interpreter / IPython when a cell raises: not state the tests depend on
 BENIGN = frozenset({("sys", "last_type"), ("sys", "last_value"), ("sys", "last_traceback"),
                     ("sys", "last_exc")})
@@ -559,7 +561,7 @@ def _vault_loop(_urandom=os.urandom, _getframe=sys._getframe, _type=type, _tuple
 
     ``("allow", driver_code, zygote_code)`` once from :func:`build`; from the zygote:
     ``("begin", tests)``, ``("end",)``, ``("verify", k, payload, mac)``; from the test
-    driver, once per process each: ``("arm", k)`` -> source of test k, ``("sign", k, payload)``.
+    driver, once per process each: ``("arm", k)`` -> test k (compiled), ``("sign", k, payload)``.
     """
     import _hashlib
 
@@ -797,6 +799,8 @@ def _audit_hooks(snap, control, _type=type, _str=str, _id=id, _len=len, _getfram
             if _type(mod) is not _str or mod in known:
                 refuse("re-creating a loaded module is not available while grading",
                        f"student code tried to re-create the module {mod!r}")
+            if mod in FFI_MODULES or mod.split(".")[-1] in FFI_MODULES:
+                refuse(f"{mod} is not available while grading", f"student code tried to load {mod}")
             if name == "_imp.create_dynamic":
                 origin = _getattr(spec, "origin", None)
                 if _type(origin) is not _str or origin != _realpath(origin) or not origin.startswith(roots):

@@ -22,33 +22,44 @@ from .sandbox import Worker, WorkerFailure, close_all, thread_worker
 
 
 class LocalPool:
+    """``jobs`` sandboxes, started as soon as the pool is (while the caller collects work)."""
+
     def __init__(self, jobs: int, options: dict):
         self.jobs = max(1, int(jobs))
         self.options = options
+        self.work: queue.Queue = queue.Queue()
+        self.done: queue.Queue = queue.Queue()
+        self.threads = []
+
+    def start(self, n_tasks=None):
+        n = self.jobs if n_tasks is None else min(self.jobs, max(1, n_tasks))
+        self.threads = [threading.Thread(target=self._worker, daemon=True, name=f"grader-{i}") for i in range(n)]
+        for t in self.threads:
+            t.start()
+        return self
 
     def run(self, tasks, on_result):
-        work: queue.Queue = queue.Queue()
-        done: queue.Queue = queue.Queue()
+        if not self.threads:
+            self.start(len(tasks))
         for key, task in tasks:
-            work.put((key, task))
-        n_workers = min(self.jobs, max(1, work.qsize()))
-        threads = [threading.Thread(target=self._worker, args=(work, done), daemon=True, name=f"grader-{i}")
-                   for i in range(n_workers)]
-        for _ in threads:
-            work.put(None)
-        for t in threads:
-            t.start()
+            self.work.put((key, task))
+        for _ in self.threads:
+            self.work.put(None)
         remaining = len(tasks)
+        failures = 0
         while remaining:
-            key, result, error = done.get()
+            key, result, error = self.done.get()
             if key is None:  # a worker could not start at all
-                raise WorkerFailure(error)
+                failures += 1
+                if failures == len(self.threads):
+                    raise WorkerFailure(error)
+                continue
             on_result(key, result, error)
             remaining -= 1
-        for t in threads:
+        for t in self.threads:
             t.join()
 
-    def _worker(self, work, done):
+    def _worker(self):
         worker = None
         try:
             worker = Worker(preload=self.options.get("preload", ()), sandbox=self.options.get("sandbox", True),
@@ -56,14 +67,14 @@ class LocalPool:
             try:
                 worker.start()
             except WorkerFailure as exc:
-                done.put((None, None, str(exc)))
+                self.done.put((None, None, str(exc)))
                 return
             while True:
-                item = work.get()
+                item = self.work.get()
                 if item is None:
                     return
                 key, task = item
-                done.put((key, *grade_with_retry(worker, task)))
+                self.done.put((key, *grade_with_retry(worker, task)))
         finally:
             if worker is not None:
                 worker.close()

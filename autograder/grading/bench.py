@@ -1,0 +1,118 @@
+"""``make bench``: throughput of ``autograder grade`` against stock serial ``nbgrader autograde``.
+
+    python -m autograder.grading.bench [--n 40] [--jobs N]
+
+Builds N synthetic submissions - students cycling through every assignment's honest notebooks
+(the instructor's solution, the untouched release, the fixture submissions with typical
+mistakes and a correct alternative) - and grades them with stock ``nbgrader autograde``
+(serial, one kernel per notebook) and with ``autograder grade --jobs N`` (sandboxed), in
+throwaway courses on the same machine. The grader runs before *and* after the stock run, so
+both sides see the same load (the machine may be shared); its time is the mean of the two.
+Checks the scores are identical and prints both throughputs and their ratio. Every timing
+covers the whole command (start-up, gradebook and feedback included); preparing the courses
+is not timed.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from autograder.course import (
+    EXERCISES,
+    FIXTURE_SUBMISSIONS,
+    SOLUTIONS,
+    TempCourse,
+    assignments,
+    fixture_cases,
+    notebooks,
+)
+
+
+def pool():
+    """(assignment, notebook name, path) of every honest notebook."""
+    out = []
+    for a in assignments():
+        for nb in notebooks(a):
+            out.append((a, nb, SOLUTIONS / a / f"{nb}.ipynb"))
+            out.append((a, nb, EXERCISES / a / f"{nb}.ipynb"))
+        names = notebooks(a)
+        for case in fixture_cases(a):
+            out.append((a, names[0], FIXTURE_SUBMISSIONS / a / f"{case}.ipynb"))
+    return out
+
+
+def populate(course: TempCourse, n: int):
+    items = pool()
+    for i in range(n):
+        a, nb, path = items[i % len(items)]
+        course.submit(f"student{i:04d}", a, path, nb)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.grading.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=60, help="number of submissions (default 60)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="autograder grade --jobs")
+    parser.add_argument("--dir", type=Path, help="keep the courses here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    root = args.dir or Path(tempfile.mkdtemp(prefix="autograder-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    print(f"{args.n} submissions, {os.cpu_count()} CPUs; courses in {root}", flush=True)
+
+    stock = TempCourse(root / "stock")
+    stock.generate()
+    populate(stock, args.n)
+    ours_timings = []
+    ours = TempCourse(root / "ours")
+    ours.generate()
+    populate(ours, args.n)
+    out = root / "out"
+    cmd = [str(Path(sys.executable).with_name("autograder")), "grade", str(ours.root / "submitted"), "--out",
+           str(out), "--course", str(ours.root), "--jobs", str(args.jobs), "--quiet"]
+
+    def run_ours(label):
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if proc.returncode != 0:
+            print(proc.stdout + proc.stderr, file=sys.stderr)
+            raise SystemExit(1)
+        print(f"autograder grade --jobs {args.jobs} ({label}):  {seconds:7.1f} s", flush=True)
+        ours_timings.append(seconds)
+
+    run_ours("before")
+    start = time.perf_counter()
+    for a in stock.assignments:
+        stock.autograde(a)
+    stock_seconds = time.perf_counter() - start
+    print(f"stock nbgrader autograde (serial):     {stock_seconds:7.1f} s", flush=True)
+    run_ours("after")
+    our_seconds = sum(ours_timings) / len(ours_timings)
+
+    stock_scores = {(a, student, nb, gid): score
+                    for a in stock.assignments for student, nbs in stock.scores(a).items()
+                    for nb, grades in nbs.items() for gid, (score, _) in grades.items()}
+    with open(out / "grades.csv", newline="") as fh:
+        our_scores = {(r["assignment"], r["student"], r["notebook"], r["grade_id"]): float(r["score"])
+                      for r in csv.DictReader(fh)}
+    same = stock_scores == our_scores
+    n = args.n
+    print(f"scores identical on all {len(stock_scores)} test cells: {'yes' if same else 'NO'}")
+    print(f"stock nbgrader:   {stock_seconds / n:6.2f} s per submission, {60 * n / stock_seconds:7.1f} per minute")
+    print(f"autograder grade: {our_seconds / n:6.2f} s per submission, {60 * n / our_seconds:7.1f} per minute")
+    print(f"throughput ratio: {stock_seconds / our_seconds:.1f}x")
+    if not same:
+        diff = sorted(k for k in stock_scores.keys() | our_scores.keys() if stock_scores.get(k) != our_scores.get(k))
+        for k in diff[:20]:
+            print("  differs:", k, stock_scores.get(k), our_scores.get(k))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
