@@ -121,7 +121,13 @@ def run(args) -> int:
     bar = report.progress(len(subs), enabled=not args.quiet)
 
     def finish(sub, result, error):
-        rows = report.rows_for(sub, result, error)
+        try:
+            rows = report.rows_for(sub, result, error)
+        except Exception:  # noqa: BLE001 - a result the grader cannot read is its own failure
+            import traceback
+
+            error = traceback.format_exc()
+            rows = report.rows_for(sub, None, error)
         all_rows.extend(rows)
         if error:
             errors.append((sub.key, error))

@@ -174,7 +174,10 @@ class Worker:
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self):
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError:  # e.g. the host's folder on a remote Dask worker
+            self.log_dir = Path(tempfile.gettempdir())
         fd, log = tempfile.mkstemp(prefix="zygote-", suffix=".log", dir=self.log_dir)
         self.log_path = Path(log)
         log_file = os.fdopen(fd, "wb")
