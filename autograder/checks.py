@@ -35,6 +35,7 @@ __all__ = [
     "as_bool",
     "check_bool",
     "check_returns",
+    "check_call",
     "check_true",
     "check_tensor",
     "check_grad",
@@ -162,6 +163,22 @@ def check_returns(call, expected: bool, what, *, cause=None):
     except Exception as exc:  # noqa: BLE001 - turned into an actionable message
         fail(f"{what} raised {type(exc).__name__}", expected=expected, found=describe(exc), cause=cause)
     check_bool(found, expected, what, cause=cause)
+
+
+def check_call(call, what, *, cause=None):
+    """Run ``call()`` quietly and return its result.
+
+    An exception from ``call`` (student code, or a ``backward()`` through what it returned)
+    becomes the three-part message instead of a bare traceback. A :class:`CheckFailure`
+    raised inside ``call`` passes through unchanged.
+    """
+    try:
+        with quiet():
+            return call()
+    except CheckFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - turned into an actionable message
+        fail(f"{what} raised {type(exc).__name__}", expected="no exception", found=describe(exc), cause=cause)
 
 
 def _first_mismatch(found, expected, mismatch):

@@ -9,6 +9,7 @@ from autograder.checks import (
     TensorState,
     as_bool,
     check_bool,
+    check_call,
     check_grad,
     check_raises,
     check_returns,
@@ -87,6 +88,32 @@ def test_check_returns_turns_exceptions_into_messages():
     with pytest.raises(CheckFailure, match="raised NotImplementedError"):
         check_returns(boom, True, "f()")
     check_returns(lambda: True, True, "f()")
+
+
+def test_check_call_returns_result_or_explains_the_exception():
+    import warnings
+
+    def noisy():
+        warnings.warn("ignored")
+        return 3
+
+    assert check_call(noisy, "f()") == 3
+
+    def leaf_write():
+        torch.ones(2, requires_grad=True).add_(1)
+
+    with pytest.raises(CheckFailure) as info:
+        check_call(leaf_write, "f(x)", cause="clone x first")
+    text = str(info.value)
+    assert text.startswith("f(x) raised RuntimeError")
+    assert "found:    RuntimeError: a leaf Variable that requires grad" in text
+    assert "likely cause: clone x first" in text
+
+    def inner_check():
+        check_true(False, "inner")
+
+    with pytest.raises(CheckFailure, match="^inner$"):
+        check_call(inner_check, "outer")
 
 
 def test_check_tensor_accepts_equal_and_nan():
