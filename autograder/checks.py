@@ -35,6 +35,7 @@ __all__ = [
     "as_bool",
     "check_bool",
     "check_returns",
+    "check_runs",
     "check_true",
     "check_tensor",
     "check_grad",
@@ -162,6 +163,19 @@ def check_returns(call, expected: bool, what, *, cause=None):
     except Exception as exc:  # noqa: BLE001 - turned into an actionable message
         fail(f"{what} raised {type(exc).__name__}", expected=expected, found=describe(exc), cause=cause)
     check_bool(found, expected, what, cause=cause)
+
+
+def check_runs(call, what, *, cause=None):
+    """Run ``call()`` quietly and return its result; an exception becomes a three-part message.
+
+    For steps that must simply succeed (``F.apply(x)``, ``y.sum().backward()``) so that a
+    student's error reads "what raised what, and the likely cause" instead of a bare traceback.
+    """
+    try:
+        with quiet():
+            return call()
+    except Exception as exc:  # noqa: BLE001 - turned into an actionable message
+        fail(f"{what} raised {type(exc).__name__}", expected="no exception", found=describe(exc), cause=cause)
 
 
 def _first_mismatch(found, expected, mismatch):
@@ -295,26 +309,29 @@ class TensorState:
             self.grad = None if grad is None else grad.detach().clone()
 
 
-def check_unchanged(tensor, state: TensorState, what, *, cause=None):
-    """``tensor`` must still match the :class:`TensorState` taken before the call."""
+def check_unchanged(tensor, state: TensorState, what, *, cause=None, role="its input"):
+    """``tensor`` must still match the :class:`TensorState` taken before the call.
+
+    ``role`` names the tensor in the message ("its input", "grad_output", "a saved tensor").
+    """
     with _DisableTorchFunction():
         if not same_values(tensor.detach(), state.values):
             fail(
-                f"{what} changed the values of its input",
+                f"{what} changed the values of {role}",
                 expected=describe(state.values),
                 found=describe(tensor.detach()),
                 cause=cause or "work on a copy (x.detach().clone()), never on the argument itself",
             )
         if tensor._version != state.version:
             fail(
-                f"{what} wrote into its input (its _version moved from {state.version} to {tensor._version})",
+                f"{what} wrote into {role} (its _version moved from {state.version} to {tensor._version})",
                 expected=f"_version {state.version}",
                 found=f"_version {tensor._version}",
                 cause=cause or "an in-place operation was applied to the argument itself",
             )
         if tensor.requires_grad != state.requires_grad:
             fail(
-                f"{what} changed requires_grad of its input",
+                f"{what} changed requires_grad of {role}",
                 expected=state.requires_grad,
                 found=tensor.requires_grad,
                 cause=cause or "call requires_grad_() on a copy, not on the argument",
@@ -322,7 +339,7 @@ def check_unchanged(tensor, state: TensorState, what, *, cause=None):
         now = _grad_of(tensor)
         if (state.grad is None) != (now is None) or (now is not None and not same_values(now, state.grad)):
             fail(
-                f"{what} changed the .grad of its input",
+                f"{what} changed the .grad of {role}",
                 expected=describe(state.grad),
                 found=describe(now),
                 cause=cause or "call backward on a fresh copy that requires grad, not on the argument",

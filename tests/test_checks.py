@@ -12,6 +12,7 @@ from autograder.checks import (
     check_grad,
     check_raises,
     check_returns,
+    check_runs,
     check_same_object,
     check_tensor,
     check_true,
@@ -89,6 +90,26 @@ def test_check_returns_turns_exceptions_into_messages():
     check_returns(lambda: True, True, "f()")
 
 
+def test_check_runs_returns_the_result_or_explains_the_exception(capsys):
+    import warnings
+
+    def noisy():
+        warnings.warn("from student code")
+        return 42
+
+    assert check_runs(noisy, "f()") == 42
+    assert capsys.readouterr().err == ""
+
+    def boom():
+        raise RuntimeError("function FBackward returned an incorrect number of gradients")
+
+    with pytest.raises(CheckFailure) as info:
+        check_runs(boom, "y.sum().backward()", cause="return one gradient per input")
+    text = str(info.value)
+    assert "y.sum().backward() raised RuntimeError" in text
+    assert "incorrect number of gradients" in text and "likely cause: return one gradient per input" in text
+
+
 def test_check_tensor_accepts_equal_and_nan():
     a = torch.tensor([1.0, float("nan")])
     check_tensor(a.clone(), a, "y")
@@ -157,6 +178,14 @@ def test_check_same_object():
         check_same_object(raise_copy, err, "f()")
     with pytest.raises(CheckFailure, match="swallowed"):
         check_same_object(lambda: None, err, "f()")
+
+
+def test_unchanged_names_the_role_of_the_tensor():
+    g = torch.ones(3)
+    state = TensorState(g)
+    g[0] = 0.0
+    with pytest.raises(CheckFailure, match="backward changed the values of grad_output"):
+        check_unchanged(g, state, "backward", role="grad_output")
 
 
 def test_unchanged_detects_values_version_requires_grad_and_grad():
