@@ -312,26 +312,29 @@ class TensorState:
             self.grad = None if grad is None else grad.detach().clone()
 
 
-def check_unchanged(tensor, state: TensorState, what, *, cause=None):
-    """``tensor`` must still match the :class:`TensorState` taken before the call."""
+def check_unchanged(tensor, state: TensorState, what, *, cause=None, role="its input"):
+    """``tensor`` must still match the :class:`TensorState` taken before the call.
+
+    ``role`` names the tensor in the message ("its input", "grad_output", "a saved tensor").
+    """
     with _DisableTorchFunction():
         if not same_values(tensor.detach(), state.values):
             fail(
-                f"{what} changed the values of its input",
+                f"{what} changed the values of {role}",
                 expected=describe(state.values),
                 found=describe(tensor.detach()),
                 cause=cause or "work on a copy (x.detach().clone()), never on the argument itself",
             )
         if tensor._version != state.version:
             fail(
-                f"{what} wrote into its input (its _version moved from {state.version} to {tensor._version})",
+                f"{what} wrote into {role} (its _version moved from {state.version} to {tensor._version})",
                 expected=f"_version {state.version}",
                 found=f"_version {tensor._version}",
                 cause=cause or "an in-place operation was applied to the argument itself",
             )
         if tensor.requires_grad != state.requires_grad:
             fail(
-                f"{what} changed requires_grad of its input",
+                f"{what} changed requires_grad of {role}",
                 expected=state.requires_grad,
                 found=tensor.requires_grad,
                 cause=cause or "call requires_grad_() on a copy, not on the argument",
@@ -339,7 +342,7 @@ def check_unchanged(tensor, state: TensorState, what, *, cause=None):
         now = _grad_of(tensor)
         if (state.grad is None) != (now is None) or (now is not None and not same_values(now, state.grad)):
             fail(
-                f"{what} changed the .grad of its input",
+                f"{what} changed the .grad of {role}",
                 expected=describe(state.grad),
                 found=describe(now),
                 cause=cause or "call backward on a fresh copy that requires grad, not on the argument",

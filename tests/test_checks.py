@@ -186,6 +186,14 @@ def test_check_same_object():
         check_same_object(lambda: None, err, "f()")
 
 
+def test_unchanged_names_the_role_of_the_tensor():
+    g = torch.ones(3)
+    state = TensorState(g)
+    g[0] = 0.0
+    with pytest.raises(CheckFailure, match="backward changed the values of grad_output"):
+        check_unchanged(g, state, "backward", role="grad_output")
+
+
 def test_unchanged_detects_values_version_requires_grad_and_grad():
     x = torch.tensor([1.0, float("nan")], requires_grad=True)
     state = TensorState(x)
