@@ -11,6 +11,7 @@ import sys
 
 # module path of each subcommand, in the order shown by --help
 SUBCOMMANDS = [
+    "autograder.selfcheck",
 ]
 
 
