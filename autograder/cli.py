@@ -12,6 +12,7 @@ import sys
 # module path of each subcommand, in the order shown by --help
 SUBCOMMANDS = [
     "autograder.selfcheck",
+    "autograder.submit",
 ]
 
 

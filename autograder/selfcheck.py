@@ -280,7 +280,7 @@ def run_visible_tests(path, timeout: int = DEFAULT_TIMEOUT) -> Report:
                 result.status = FAIL
                 result.messages.append(
                     f"{meta['grade_id']} wrote to stderr, and nbgrader gives 0 points to a test cell that "
-                    f"does: {_first_line(stderr)}\nlikely cause: a print(..., file=sys.stderr) or a warning "
+                    f"does: {_first_line(stderr)}\nlikely cause: logging, print(..., file=sys.stderr) or a warning "
                     "raised by your code outside the checks")
             elif result.status == NO_VISIBLE:
                 result.status = PASS
