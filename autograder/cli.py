@@ -13,6 +13,7 @@ import sys
 SUBCOMMANDS = [
     "autograder.selfcheck",
     "autograder.submit",
+    "autograder.figures",
 ]
 
 
