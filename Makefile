@@ -16,13 +16,14 @@ LAB_ARGS ?=
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
-START_PAGE ?= lab/tree/course/01_relu_inplace.ipynb
+START_PAGE ?= lab/tree/course/00_start_here.ipynb
 
-.PHONY: lab test venv nbval notebooks exercises lock clean help
+.PHONY: lab test test-browser venv nbval notebooks exercises lock clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
 	@echo "make test     - install (first time) and run every test (PYTEST_ARGS=...)"
+	@echo "make test-browser - the student's path in a real browser (Debian chromium), screenshots in artifacts/browser/"
 	@echo "make nbval    - strict nbval of course/ and solutions/ only"
 	@echo "make notebooks- re-execute course/ and solutions/ notebooks, then regenerate exercises/"
 	@echo "make exercises- regenerate exercises/ from solutions/ with nbgrader"
@@ -43,6 +44,9 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest tests/test_browser.py $(PYTEST_ARGS)
 
 nbval: $(STAMP)
 	$(BIN)/python -m pytest course solutions $(PYTEST_ARGS)
