@@ -54,8 +54,10 @@ def submit(notebook, student: str, assignment: str | None = None, output: Path |
     except SelfCheckError as exc:
         raise SubmitError(str(exc)) from None
     assignment = assignment or notebook.resolve().parent.name
-    known = sorted(p.name for p in release.iterdir() if p.is_dir() and not p.name.startswith(".")) \
-        if release.is_dir() else []
+    if not release.is_dir():
+        raise SubmitError(f"cannot find the course's exercises folder ({release}): run `autograder submit` "
+                          "from the course's own checkout (where `make lab` runs)")
+    known = sorted(p.name for p in release.iterdir() if p.is_dir() and not p.name.startswith("."))
     releases = _release_notebooks(assignment, release)
     if not releases:
         raise SubmitError(f"unknown assignment {assignment!r} (taken from the notebook's folder): use "
