@@ -1,11 +1,15 @@
-"""`autograder submit NOTEBOOK --student ID`: the no-server way to hand in an exercise.
+"""Handing in: nbgrader's exchange on a JupyterHub, and `autograder submit` without a server.
 
-The zip holds the notebook in nbgrader's submitted/<student>/<assignment>/ layout, so the
+The README's JupyterHub instructions are run for real (release, fetch, submit, collect,
+autograde through one exchange directory). `autograder submit NOTEBOOK --student ID` is the
+no-server way: the zip holds the notebook in nbgrader's submitted/<student>/<assignment>/ layout, so the
 instructor unzips it at the course root and runs the real `nbgrader autograde` (proved
 below, which also proves the self-check cell is harmless while nbgrader grades). Bad input
 gets a clear error, exit status 2, and writes nothing.
 """
 import datetime
+import getpass
+import os
 import shutil
 import subprocess
 import sys
@@ -120,3 +124,43 @@ def test_bad_input_gets_a_clear_error_and_writes_nothing(tmp_path, answered):
 def test_missing_student_id_is_a_usage_error(tmp_path, answered):
     result = run_submit(answered, cwd=tmp_path)
     assert result.returncode == 2 and "--student" in result.stderr
+
+
+def _student_nbgrader(cwd, *args):
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, f"nbgrader {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def test_jupyterhub_exchange_round_trip(tmp_path):
+    """What the README tells an instructor and the students of a JupyterHub class to do."""
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    exchange.chmod(0o777)
+    course = TempCourse(tmp_path / "instructor", [ASSIGNMENT])
+    with open(course.root / "nbgrader_config.py", "a") as config:       # the instructor's addition
+        config.write(f"\nc.Exchange.root = {str(exchange)!r}\n")
+    course.generate()
+    course.nbgrader("release_assignment", ASSIGNMENT)
+
+    home = tmp_path / "student-home"  # a student's config: the course id and the same exchange
+    home.mkdir()
+    (home / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.CourseDirectory.course_id = 'autograd-inplace'\nc.Exchange.root = {str(exchange)!r}\n")
+    listed = _student_nbgrader(home, "list")
+    assert ASSIGNMENT in listed.stdout + listed.stderr
+    _student_nbgrader(home, "fetch_assignment", ASSIGNMENT)          # Assignment List > Fetch
+    fetched = home / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    assert nbformat.read(fetched, as_version=4) == nbformat.read(EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb",
+                                                                  as_version=4)
+    nbformat.write(filled_release(ASSIGNMENT, NOTEBOOK, reference_answers(ASSIGNMENT, NOTEBOOK)), fetched)
+    _student_nbgrader(home, "submit", ASSIGNMENT)                    # Assignment List > Submit
+
+    course.nbgrader("collect", ASSIGNMENT)
+    student = getpass.getuser()  # the exchange knows students by their login
+    assert (course.root / "submitted" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb").exists()
+    course.autograde(ASSIGNMENT)
+    grades = course.scores(ASSIGNMENT)[student][NOTEBOOK]
+    assert grades and all(score == max_score for score, max_score in grades.values()), grades
