@@ -17,6 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/00_start_here.ipynb
+LAB_ROOT ?= $(CURDIR)
 
 .PHONY: lab test test-browser venv nbval notebooks exercises lock clean help
 
@@ -38,9 +39,13 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --constraint requirements.lock --editable .
 	touch $(STAMP)
 
+# LAB_ROOT: the folder JupyterLab serves (and where nbgrader's formgrader reads nbgrader_config.py).
+# The terminal runs the user's shell as a non-login shell, so it keeps the PATH above and
+# `autograder check` works there (a login shell would reset PATH from /etc/profile).
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
-		--LabApp.default_url=/$(START_PAGE) $(ROOT_FLAG) $(LAB_ARGS)
+	cd "$(LAB_ROOT)" && "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(LAB_ROOT)" \
+		--LabApp.default_url=/$(START_PAGE) \
+		--ServerApp.terminado_settings=shell_command="$${SHELL:-/bin/sh}" $(ROOT_FLAG) $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

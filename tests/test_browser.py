@@ -1,12 +1,13 @@
 """The student's path in a real browser: Debian's chromium driven by Playwright.
 
-JupyterLab runs from .venv on 127.0.0.1 with a token, rooted in a temporary copy of the
-course (course/, exercises/, solutions/, nbgrader_config.py), so the committed exercises are
-never touched. A student opens the start page, follows its link to exercise 1, types an
+JupyterLab runs from .venv through `make lab` on 127.0.0.1 with a token, serving a temporary
+copy of the course (course/, exercises/, solutions/, nbgrader_config.py; LAB_ROOT), so the
+committed exercises are never touched. A student opens the start page, follows its link to exercise 1, types an
 answer with a typical mistake, saves, runs all cells, runs the self-check from the notebook
 and reads its message; fixes the answer (the reference answer from solutions/), restarts and
-runs everything, and sees every visible test and the self-check pass. Then the instructor opens
-formgrader (nbgrader's JupyterLab extension) and sees the assignments listed.
+runs everything, and sees every visible test and the self-check pass; `autograder check` also
+runs in JupyterLab's terminal. Then the instructor opens formgrader (nbgrader's JupyterLab
+extension) and sees the assignments listed.
 
 Any JavaScript error in the page console fails the test, and so does any error output in
 the final notebook. Screenshots of each step go to artifacts/browser/ (kept by CI), with
@@ -24,7 +25,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -34,7 +34,7 @@ import pytest
 
 from autograder.course import graded_cells
 from autograder.selfcheck import is_selfcheck_cell
-from exercise_answers import reference_answers
+from exercise_answers import filled_release, reference_answers
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts" / "browser"
@@ -70,10 +70,12 @@ def _free_port() -> int:
 
 
 def _write_settings(folder: Path):
-    """JupyterLab user settings: no news/update pop-ups over the page; every cell in the DOM."""
+    """JupyterLab user settings: no news/update pop-ups over the page; every cell, and the
+    terminal's text, in the DOM."""
     settings = {
         "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
         "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+        "@jupyterlab/terminal-extension/plugin": {"screenReaderMode": True},  # terminal text in the DOM
     }
     for plugin, values in settings.items():
         path = folder / f"{plugin}.jupyterlab-settings"
@@ -102,23 +104,17 @@ def lab(chromium, tmp_path_factory):
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     _write_settings(work / "settings")
     port, token = _free_port(), "student-path-test-token"
-    bin_dir = Path(sys.executable).parent
     env = dict(os.environ,
-               PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]),
                JUPYTERLAB_SETTINGS_DIR=str(work / "settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"),
                JUPYTER_RUNTIME_DIR=str(work / "runtime"))
     env.pop("JPY_SESSION_NAME", None)
     log = work / "lab.log"
-    command = [str(bin_dir / "jupyter"), "lab", "--no-browser", f"--ServerApp.port={port}",
-               "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}", "--LabApp.default_url=/lab/tree/course/00_start_here.ipynb"]
-    if os.geteuid() == 0:
-        command.append("--allow-root")
+    args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
     start = time.perf_counter()
-    with open(log, "w") as out:  # cwd = the course root: nbgrader reads its nbgrader_config.py there
-        proc = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+    with open(log, "w") as out:  # exactly what a student runs, served from the copy
+        proc = subprocess.Popen(["make", "--no-print-directory", "lab", f"LAB_ROOT={root}", f"LAB_ARGS={args}"],
+                                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 240
@@ -323,3 +319,24 @@ def test_javascript_errors_are_caught(browser):
     page.wait_for_timeout(500)
     page.close()
     assert errors == ["console.error: boom", "uncaught: uncaught boom"]
+
+
+def test_self_check_from_the_terminal(lab, page):
+    """`autograder check` in JupyterLab's terminal (File > New > Terminal), PATH as `make lab` sets it."""
+    base, token, root = lab
+    answered = root / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"   # as the student left it
+    nbformat.write(filled_release(ASSIGNMENT, NOTEBOOK, reference_answers(ASSIGNMENT, NOTEBOOK)), answered)
+    page.goto(f"{base}/?token={token}")
+    page.locator(".jp-RenderedMarkdown h1", has_text="Start here").wait_for()
+    menu(page, "File", "New")
+    page.locator(".lm-Menu-content .lm-Menu-itemLabel").get_by_text("Terminal", exact=True).first.click()
+    terminal = page.locator(".jp-Terminal:visible")
+    terminal.locator(".xterm-helper-textarea").wait_for(state="attached")
+    page.wait_for_timeout(1000)
+    terminal.click()
+    page.keyboard.type(f"autograder check exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb; echo \"exit status $?\"\n")
+    text = terminal.locator(".xterm-accessibility-tree")
+    text.get_by_text("exit status 0").wait_for()
+    screen = text.inner_text()
+    assert "2 of 2 functions pass their visible tests" in screen
+    shot(page, "08-terminal-self-check.png")
