@@ -11,6 +11,9 @@ import sys
 
 # module path of each subcommand, in the order shown by --help
 SUBCOMMANDS = [
+    "autograder.selfcheck",
+    "autograder.submit",
+    "autograder.figures",
 ]
 
 
