@@ -17,13 +17,15 @@ BENCH_ARGS ?= --n 60
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
-START_PAGE ?= lab/tree/course/01_relu_inplace.ipynb
+START_PAGE ?= lab/tree/course/00_start_here.ipynb
+LAB_ROOT ?= $(CURDIR)
 
-.PHONY: lab test venv nbval notebooks exercises lock bench clean help
+.PHONY: lab test test-browser venv nbval notebooks exercises lock bench clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
 	@echo "make test     - install (first time) and run every test (PYTEST_ARGS=...)"
+	@echo "make test-browser - the student's path in a real browser (Debian chromium), screenshots in artifacts/browser/"
 	@echo "make nbval    - strict nbval of course/ and solutions/ only"
 	@echo "make notebooks- re-execute course/ and solutions/ notebooks, then regenerate exercises/"
 	@echo "make exercises- regenerate exercises/ from solutions/ with nbgrader"
@@ -39,12 +41,19 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --constraint requirements.lock --editable .
 	touch $(STAMP)
 
+# LAB_ROOT: the folder JupyterLab serves (and where nbgrader's formgrader reads nbgrader_config.py).
+# The terminal runs the user's shell as a non-login shell, so it keeps the PATH above and
+# `autograder check` works there (a login shell would reset PATH from /etc/profile).
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
-		--LabApp.default_url=/$(START_PAGE) $(ROOT_FLAG) $(LAB_ARGS)
+	cd "$(LAB_ROOT)" && "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(LAB_ROOT)" \
+		--LabApp.default_url=/$(START_PAGE) \
+		--ServerApp.terminado_settings=shell_command="$${SHELL:-/bin/sh}" $(ROOT_FLAG) $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest tests/test_browser.py $(PYTEST_ARGS)
 
 nbval: $(STAMP)
 	$(BIN)/python -m pytest course solutions $(PYTEST_ARGS)

@@ -36,6 +36,7 @@ __all__ = [
     "as_bool",
     "check_bool",
     "check_returns",
+    "check_call",
     "check_true",
     "check_tensor",
     "check_grad",
@@ -179,6 +180,22 @@ def check_returns(call, expected: bool, what, *, cause=None):
     check_bool(found, expected, what, cause=cause)
 
 
+def check_call(call, what, *, cause=None):
+    """Run ``call()`` quietly and return its result.
+
+    An exception from ``call`` (student code, or a ``backward()`` through what it returned)
+    becomes the three-part message instead of a bare traceback. A :class:`CheckFailure`
+    raised inside ``call`` passes through unchanged.
+    """
+    try:
+        with quiet():
+            return call()
+    except CheckFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - turned into an actionable message
+        fail(f"{what} raised {type(exc).__name__}", expected="no exception", found=describe(exc), cause=cause)
+
+
 def _first_mismatch(found, expected, mismatch):
     index = tuple(int(i) for i in mismatch.nonzero()[0]) if mismatch.dim() else ()
     return index, found[index].item(), expected[index].item()
@@ -311,11 +328,14 @@ class TensorState:
             self.grad = None if grad is None else grad.detach().clone()
 
 
-def check_unchanged(tensor, state: TensorState, what, *, cause=None):
-    """``tensor`` must still match the :class:`TensorState` taken before the call."""
+def check_unchanged(tensor, state: TensorState, what, *, cause=None, role="its input"):
+    """``tensor`` must still match the :class:`TensorState` taken before the call.
+
+    ``role`` names the tensor in the message ("its input", "grad_output", "a saved tensor").
+    """
     if not _is_plain_tensor(tensor):
         fail(
-            f"{what} turned its input into something else",
+            f"{what} turned {role} into something else",
             expected="a plain torch.Tensor",
             found=f"{type(tensor).__name__}: {describe(tensor)}",
             cause=cause or "do not change the class of the argument (x.__class__ = ...)",
@@ -323,21 +343,21 @@ def check_unchanged(tensor, state: TensorState, what, *, cause=None):
     with _DisableTorchFunction():
         if not same_values(tensor.detach(), state.values):
             fail(
-                f"{what} changed the values of its input",
+                f"{what} changed the values of {role}",
                 expected=describe(state.values),
                 found=describe(tensor.detach()),
                 cause=cause or "work on a copy (x.detach().clone()), never on the argument itself",
             )
         if tensor._version != state.version:
             fail(
-                f"{what} wrote into its input (its _version moved from {state.version} to {tensor._version})",
+                f"{what} wrote into {role} (its _version moved from {state.version} to {tensor._version})",
                 expected=f"_version {state.version}",
                 found=f"_version {tensor._version}",
                 cause=cause or "an in-place operation was applied to the argument itself",
             )
         if tensor.requires_grad != state.requires_grad:
             fail(
-                f"{what} changed requires_grad of its input",
+                f"{what} changed requires_grad of {role}",
                 expected=state.requires_grad,
                 found=tensor.requires_grad,
                 cause=cause or "call requires_grad_() on a copy, not on the argument",
@@ -345,7 +365,7 @@ def check_unchanged(tensor, state: TensorState, what, *, cause=None):
         now = _grad_of(tensor)
         if (state.grad is None) != (now is None) or (now is not None and not same_values(now, state.grad)):
             fail(
-                f"{what} changed the .grad of its input",
+                f"{what} changed the .grad of {role}",
                 expected=describe(state.grad),
                 found=describe(now),
                 cause=cause or "call backward on a fresh copy that requires grad, not on the argument",

@@ -12,6 +12,9 @@ import sys
 # module path of each subcommand, in the order shown by --help
 SUBCOMMANDS = [
     "autograder.grading.command",
+    "autograder.selfcheck",
+    "autograder.submit",
+    "autograder.figures",
 ]
 
 

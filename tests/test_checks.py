@@ -9,6 +9,7 @@ from autograder.checks import (
     TensorState,
     as_bool,
     check_bool,
+    check_call,
     check_grad,
     check_raises,
     check_returns,
@@ -89,6 +90,32 @@ def test_check_returns_turns_exceptions_into_messages():
     check_returns(lambda: True, True, "f()")
 
 
+def test_check_call_returns_result_or_explains_the_exception():
+    import warnings
+
+    def noisy():
+        warnings.warn("ignored")
+        return 3
+
+    assert check_call(noisy, "f()") == 3
+
+    def leaf_write():
+        torch.ones(2, requires_grad=True).add_(1)
+
+    with pytest.raises(CheckFailure) as info:
+        check_call(leaf_write, "f(x)", cause="clone x first")
+    text = str(info.value)
+    assert text.startswith("f(x) raised RuntimeError")
+    assert "found:    RuntimeError: a leaf Variable that requires grad" in text
+    assert "likely cause: clone x first" in text
+
+    def inner_check():
+        check_true(False, "inner")
+
+    with pytest.raises(CheckFailure, match="^inner$"):
+        check_call(inner_check, "outer")
+
+
 def test_check_tensor_accepts_equal_and_nan():
     a = torch.tensor([1.0, float("nan")])
     check_tensor(a.clone(), a, "y")
@@ -157,6 +184,14 @@ def test_check_same_object():
         check_same_object(raise_copy, err, "f()")
     with pytest.raises(CheckFailure, match="swallowed"):
         check_same_object(lambda: None, err, "f()")
+
+
+def test_unchanged_names_the_role_of_the_tensor():
+    g = torch.ones(3)
+    state = TensorState(g)
+    g[0] = 0.0
+    with pytest.raises(CheckFailure, match="backward changed the values of grad_output"):
+        check_unchanged(g, state, "backward", role="grad_output")
 
 
 def test_unchanged_detects_values_version_requires_grad_and_grad():

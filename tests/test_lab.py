@@ -63,6 +63,8 @@ def test_root_opens_the_course(lab):
     base, token = lab
     with urllib.request.urlopen(f"{base}/?token={token}", timeout=5) as response:
         assert "/lab/tree/course/" in response.url
+        assert response.url.split("?")[0].endswith("/lab/tree/course/00_start_here.ipynb"), (
+            f"make lab must open the start page, not {response.url}")
 
 
 def test_course_and_exercises_are_listed(lab):

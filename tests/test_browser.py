@@ -1,0 +1,342 @@
+"""The student's path in a real browser: Debian's chromium driven by Playwright.
+
+JupyterLab runs from .venv through `make lab` on 127.0.0.1 with a token, serving a temporary
+copy of the course (course/, exercises/, solutions/, nbgrader_config.py; LAB_ROOT), so the
+committed exercises are never touched. A student opens the start page, follows its link to exercise 1, types an
+answer with a typical mistake, saves, runs all cells, runs the self-check from the notebook
+and reads its message; fixes the answer (the reference answer from solutions/), restarts and
+runs everything, and sees every visible test and the self-check pass; `autograder check` also
+runs in JupyterLab's terminal. Then the instructor opens formgrader (nbgrader's JupyterLab
+extension) and sees the assignments listed.
+
+Any JavaScript error in the page console fails the test, and so does any error output in
+the final notebook. Screenshots of each step go to artifacts/browser/ (kept by CI), with
+timings.json. Chromium is Debian's (/usr/bin/chromium, `apt-get install chromium`; .ci/run
+installs it); no browser is ever downloaded. Without it the test is skipped, except under
+CI=true, where it fails.
+
+Run alone with `make test-browser`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.course import graded_cells
+from autograder.selfcheck import is_selfcheck_cell
+from exercise_answers import filled_release, reference_answers
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "artifacts" / "browser"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+ASSIGNMENT = NOTEBOOK = "01_relu_inplace"
+TIMEOUT_MS = 180_000  # one step (2 shared cores: JupyterLab, kernels and chromium compete)
+
+# the answer with a typical mistake: PyTorch's in-place RuntimeError is not caught
+WRONG_INPLACE_RELU_IS_SAFE = '''def inplace_relu_is_safe(producer, x):
+    """True iff relu_ after producer gives the same gradient as relu, without an in-place error."""
+    xr = x.detach().clone().requires_grad_(True)
+    torch.relu_(producer(xr)).sum().backward()
+    return True'''
+
+TIMINGS: dict = {}
+
+
+def _chromium() -> str:
+    if Path(CHROMIUM).exists():
+        return CHROMIUM
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {CHROMIUM} is missing: .ci/run installs Debian's chromium "
+                    "(apt-get install -y chromium)")
+    pytest.skip(f"Debian's chromium is not installed ({CHROMIUM}): `apt-get install -y chromium` "
+                "to run the browser test (no browser is ever downloaded)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_settings(folder: Path):
+    """JupyterLab user settings: no news/update pop-ups over the page; every cell, and the
+    terminal's text, in the DOM."""
+    settings = {
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+        "@jupyterlab/terminal-extension/plugin": {"screenReaderMode": True},  # terminal text in the DOM
+    }
+    for plugin, values in settings.items():
+        path = folder / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    return _chromium()
+
+
+@pytest.fixture(scope="module")
+def lab(chromium, tmp_path_factory):
+    """JupyterLab from .venv on a copy of the course; yields (base url, token, root)."""
+    work = tmp_path_factory.mktemp("browser")
+    root = work / "course-copy"
+    root.mkdir()
+    for name in ("course", "exercises", "solutions"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    exchange = work / "exchange"   # as on a JupyterHub (README): release and collect become available
+    exchange.mkdir(mode=0o777)
+    with open(root / "nbgrader_config.py", "a") as config:
+        config.write(f"\nc.Exchange.root = {str(exchange)!r}\n")
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    _write_settings(work / "settings")
+    port, token = _free_port(), "student-path-test-token"
+    env = dict(os.environ,
+               JUPYTERLAB_SETTINGS_DIR=str(work / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"),
+               JUPYTER_RUNTIME_DIR=str(work / "runtime"))
+    env.pop("JPY_SESSION_NAME", None)
+    log = work / "lab.log"
+    args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
+    start = time.perf_counter()
+    with open(log, "w") as out:  # exactly what a student runs, served from the copy
+        proc = subprocess.Popen(["make", "--no-print-directory", "lab", f"LAB_ROOT={root}", f"LAB_ARGS={args}"],
+                                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 240
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5)
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    pytest.fail(f"JupyterLab did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.5)
+        TIMINGS["jupyterlab_start_s"] = round(time.perf_counter() - start, 1)
+        yield base, token, root
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(log, ARTIFACTS / "jupyterlab.log")
+        (ARTIFACTS / "timings.json").write_text(json.dumps(TIMINGS, indent=1) + "\n")
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+def collect_javascript_errors(page) -> list:
+    """A list that fills with the page's console errors and uncaught exceptions."""
+    errors = []
+    page.on("console", lambda msg: errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+    return errors
+
+
+@pytest.fixture
+def page(browser, request):
+    """A page whose JavaScript errors (console errors, uncaught exceptions) fail the test.
+
+    When the test fails, the page as it was is saved as artifacts/browser/failed-<test>.png.
+    """
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    errors = collect_javascript_errors(page)
+    failed_before = request.session.testsfailed
+    yield page
+    if request.session.testsfailed > failed_before:
+        shot(page, f"failed-{request.node.name}.png")
+    context.close()
+    assert not errors, "JavaScript errors in the page:\n" + "\n".join(errors)
+
+
+def shot(page, name, locator=None):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    if locator is not None:
+        locator.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / name))
+
+
+def menu(page, top, item):
+    """Click a JupyterLab menu bar entry, then an item of that menu (by its exact label)."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=top).first.click()
+    page.locator(".lm-Menu-content .lm-Menu-itemLabel").get_by_text(item, exact=True).first.click()
+
+
+def current_notebook(page):
+    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+
+
+def save(page):
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    page.locator(".lm-TabBar-tab.lm-mod-current.jp-mod-dirty").wait_for(state="detached")
+
+
+def type_answer(page, cell, source):
+    """Replace the text of a code cell the way a student would: click, select all, type."""
+    cell.scroll_into_view_if_needed()
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(source)
+    page.keyboard.press("Escape")
+
+
+def wait_for_output(page, cell, text):
+    cell.locator(".jp-OutputArea-output", has_text=text).first.wait_for()
+    page.wait_for_function(  # nothing left queued or running ([*])
+        "() => ![...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')]"
+        ".some(e => e.textContent.includes('*'))", timeout=TIMEOUT_MS)
+    return cell.locator(".jp-OutputArea").inner_text()
+
+
+def test_student_path(lab, page):
+    base, token, root = lab
+    release = nbformat.read(REPO / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    index = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(release.cells)}
+    names, _ = graded_cells(release)
+    answers = reference_answers(ASSIGNMENT, NOTEBOOK)
+    check_index = next(i for i, c in enumerate(release.cells) if is_selfcheck_cell(c))
+    committed = REPO / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    committed_bytes = committed.read_bytes()
+    started = time.perf_counter()
+
+    # 1. the start page, and its map
+    page.goto(f"{base}/?token={token}")  # what `make lab` opens: the start page
+    page.locator(".jp-RenderedMarkdown h1", has_text="Start here").wait_for()
+    link = page.locator(f'.jp-RenderedMarkdown a[href*="/files/exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb"]').first
+    shot(page, "01-start-page.png", page.locator(".jp-RenderedMarkdown h2", has_text="The map"))
+
+    # 2. the exercise, opened from the start page's link
+    link.click()
+    page.locator(".lm-TabBar-tab.lm-mod-current", has_text=f"{NOTEBOOK}.ipynb").wait_for()
+    notebook = current_notebook(page)
+    notebook.locator(".jp-RenderedMarkdown h1").first.wait_for()
+    cells = notebook.locator(".jp-Notebook .jp-Cell")
+    assert cells.count() == len(release.cells)
+    shot(page, "02-exercise-opened.png")
+
+    # 3. answers typed: the first right, the second with a typical mistake; save; run all
+    type_answer(page, cells.nth(index[names[0]]), answers[names[0]])
+    shot(page, "03-answer-typed.png", cells.nth(index[names[0]]))
+    type_answer(page, cells.nth(index[names[1]]), WRONG_INPLACE_RELU_IS_SAFE)
+    save(page)
+    menu(page, "Run", "Run All Cells")
+    # Run All stops at the first error: here the "Try it" cell that calls the wrong function
+    notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                     has_text="RuntimeError").first.wait_for()
+
+    # 4. the self-check, run from the notebook, says what is wrong
+    check_cell = cells.nth(check_index)
+    check_cell.scroll_into_view_if_needed()
+    check_cell.locator(".jp-InputPrompt").click()
+    page.keyboard.press("Shift+Enter")
+    t0 = time.perf_counter()
+    report = wait_for_output(page, check_cell, "functions pass their visible tests")
+    TIMINGS["selfcheck_in_notebook_wrong_s"] = round(time.perf_counter() - t0, 1)
+    assert f"PASS  {names[0]}: visible tests pass" in report
+    assert f"FAIL  {names[1]}: visible tests fail" in report
+    assert "likely cause: sigmoid saves its output for backward" in report
+    assert "1 of 2 functions pass their visible tests" in report
+    shot(page, "04-self-check-wrong-answer.png", check_cell)
+
+    # 5. fixed with the reference answer; save; restart the kernel and run everything
+    type_answer(page, cells.nth(index[names[1]]), answers[names[1]])
+    save(page)
+    menu(page, "Kernel", "Restart Kernel and Run All Cells…")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    t0 = time.perf_counter()
+    report = wait_for_output(page, check_cell, "2 of 2 functions pass their visible tests")
+    TIMINGS["restart_run_all_with_selfcheck_s"] = round(time.perf_counter() - t0, 1)
+    for name in names:
+        assert f"PASS  {name}: visible tests pass" in report
+        cells.nth(index[f"test_{name}"]).locator(".jp-OutputArea-output",
+                                                   has_text=f"{name}: visible tests passed").wait_for()
+    assert "hidden tests (5 cells) run when graded" in report
+    shot(page, "05-visible-tests-passed.png", cells.nth(index[f"test_{names[1]}"]))
+    shot(page, "06-self-check-passed.png", check_cell)
+    assert notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+
+    # 6. what was saved: the typed answers, and no error output anywhere
+    save(page)
+    saved = nbformat.read(root / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    for name in names:
+        assert saved.cells[index[name]].source == answers[name], f"the typed {name} was not saved as typed"
+    for i, cell in enumerate(saved.cells):
+        for out in cell.get("outputs", []):
+            assert out.output_type != "error", f"cell {i} has an error output: {out.get('ename')}"
+            assert not (out.output_type == "stream" and out.name == "stderr"), f"cell {i} wrote to stderr"
+    assert "2 of 2 functions pass" in "".join(o.get("text", "") for o in saved.cells[check_index].outputs)
+    TIMINGS["student_path_s"] = round(time.perf_counter() - started, 1)
+    assert committed.read_bytes() == committed_bytes, "the committed exercise must stay untouched"
+
+
+def test_instructor_sees_the_assignments_in_formgrader(lab, page):
+    base, token, _ = lab
+    page.goto(f"{base}/?token={token}")
+    page.locator(".jp-RenderedMarkdown h1", has_text="Start here").wait_for()
+    menu(page, "Nbgrader", "Formgrader")
+    frame = page.frame_locator("iframe").first
+    frame.get_by_text("Manage Assignments").first.wait_for()
+    for assignment in sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir()):
+        frame.locator("table tbody").get_by_text(assignment, exact=True).first.wait_for()
+    assert frame.locator("#warning-exchange, #warning-course-id").count() == 0, "release/collect unavailable"
+    page.wait_for_timeout(500)
+    shot(page, "07-formgrader-assignments.png")
+
+
+def test_javascript_errors_are_caught(browser):
+    """The listener that fails the tests above does see console errors and uncaught exceptions."""
+    page = browser.new_page()
+    errors = collect_javascript_errors(page)
+    page.set_content("<script>console.error('boom'); setTimeout(() => { throw new Error('uncaught boom'); });</script>")
+    page.wait_for_timeout(500)
+    page.close()
+    assert errors == ["console.error: boom", "uncaught: uncaught boom"]
+
+
+def test_self_check_from_the_terminal(lab, page):
+    """`autograder check` in JupyterLab's terminal (File > New > Terminal), PATH as `make lab` sets it."""
+    base, token, root = lab
+    answered = root / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"   # as the student left it
+    nbformat.write(filled_release(ASSIGNMENT, NOTEBOOK, reference_answers(ASSIGNMENT, NOTEBOOK)), answered)
+    page.goto(f"{base}/?token={token}")
+    page.locator(".jp-RenderedMarkdown h1", has_text="Start here").wait_for()
+    menu(page, "File", "New")
+    page.locator(".lm-Menu-content .lm-Menu-itemLabel").get_by_text("Terminal", exact=True).first.click()
+    terminal = page.locator(".jp-Terminal:visible")
+    terminal.locator(".xterm-helper-textarea").wait_for(state="attached")
+    page.wait_for_timeout(1000)
+    terminal.click()
+    page.keyboard.type(f"autograder check exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb; echo \"exit status $?\"\n")
+    text = terminal.locator(".xterm-accessibility-tree")
+    text.get_by_text("exit status 0").wait_for()
+    screen = text.inner_text()
+    assert "2 of 2 functions pass their visible tests" in screen
+    shot(page, "08-terminal-self-check.png")

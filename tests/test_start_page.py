@@ -1,0 +1,72 @@
+"""course/00_start_here.ipynb is the map of the course: every lesson and every exercise is
+linked from it, every relative link resolves inside the repository, and `make lab` opens it.
+
+Links are relative to course/ (JupyterLab resolves a link in a rendered notebook against the
+notebook's folder and opens the target in a new tab), e.g. `01_relu_inplace.ipynb` and
+`../exercises/01_relu_inplace/01_relu_inplace.ipynb`.
+"""
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+
+REPO = Path(__file__).resolve().parents[1]
+START = REPO / "course" / "00_start_here.ipynb"
+MARKDOWN_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+HTML_LINK = re.compile(r"<a\s[^>]*href=[\"']([^\"']+)[\"']", re.I)
+
+
+def links(nb):
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            found += MARKDOWN_LINK.findall(cell.source) + HTML_LINK.findall(cell.source)
+    return found
+
+
+def local_targets(nb, base):
+    """``{link: resolved path}`` of every link that points into the repository."""
+    out = {}
+    for link in links(nb):
+        parts = urlsplit(link)
+        if parts.scheme or parts.netloc or not parts.path:  # http(s), mailto, #anchor
+            continue
+        out[link] = (base / unquote(parts.path)).resolve()
+    return out
+
+
+def test_every_local_link_resolves_inside_the_repository():
+    targets = local_targets(nbformat.read(START, as_version=4), START.parent)
+    assert targets, "the start page links to no notebook"
+    for link, path in targets.items():
+        assert path.exists(), f"{START.name} links to {link}, which does not exist"
+        assert REPO in path.parents, f"{link} points outside the repository: JupyterLab cannot open it"
+
+
+def test_every_lesson_and_exercise_is_linked():
+    linked = set(local_targets(nbformat.read(START, as_version=4), START.parent).values())
+    required = [p for p in sorted((REPO / "course").glob("*.ipynb")) if p != START]
+    required += sorted((REPO / "exercises").glob("*/*.ipynb"))
+    missing = [p.relative_to(REPO).as_posix() for p in required if p.resolve() not in linked]
+    assert not missing, (f"not linked from course/{START.name}: {missing}; add them to its map "
+                         "(links relative to course/, e.g. 02_x.ipynb and ../exercises/02_x/02_x.ipynb)")
+
+
+def test_links_are_relative_and_found_by_the_link_parser():
+    """The parser used above finds the kinds of links the page uses (a test of the test)."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        "[a](01_a.ipynb) ![img](fig.png) [b](../exercises/01_a/01_a.ipynb#Part-1) "
+        "<a href=\"02_b.ipynb\">b</a> [web](https://pytorch.org) [top](#map)")])
+    assert links(nb) == ["01_a.ipynb", "../exercises/01_a/01_a.ipynb#Part-1", "https://pytorch.org", "#map",
+                         "02_b.ipynb"]
+    assert {k: v.relative_to(REPO).as_posix() for k, v in local_targets(nb, START.parent).items()} == {
+        "01_a.ipynb": "course/01_a.ipynb",
+        "../exercises/01_a/01_a.ipynb#Part-1": "exercises/01_a/01_a.ipynb",
+        "02_b.ipynb": "course/02_b.ipynb",
+    }
+
+
+def test_make_lab_opens_the_start_page():
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^START_PAGE \?= lab/tree/course/00_start_here\.ipynb$", makefile, re.M)
