@@ -142,13 +142,18 @@ def _warm_up(config):
     before = set(sys.modules)
     from IPython.core.interactiveshell import InteractiveShell
 
-    shell = InteractiveShell.instance(colors="NoColor", history_length=0)
+    class GradingShell(InteractiveShell):
+        def enable_gui(self, gui=None):
+            """No GUI event loop here; like ipykernel, ``%matplotlib inline`` needs none."""
+
+    shell = GradingShell.instance(colors="NoColor", history_length=0)
     shell.history_manager.enabled = False
     real_stdout = sys.stdout
     sys.stdout = io.StringIO()
     try:
         shell.run_cell("import torch\ndef _f(a):\n    return a\n_f(torch.ones(2))\n1/0", store_history=False)
         shell.run_cell("%time 1", store_history=False)
+        _warm_up_libraries()
     finally:
         sys.stdout = real_stdout
     shell.reset(new_session=False)
@@ -161,6 +166,34 @@ def _warm_up(config):
                  if name in ("__main__", "__mp_main__") or getattr(m, "__name__", None) == "__main__"
                  or getattr(m, "__dict__", None) is shell.user_ns]
     return shell, excluded
+
+
+def _warm_up_libraries():
+    """Import, before the snapshot, what honest notebooks load that the sandbox would refuse.
+
+    Importing pyplot registers an at-fork handler (refused to student code) and
+    ``%matplotlib inline`` rebinds pyplot's globals; ``six`` (imported by the course's own
+    self-check cell, through nbformat and jsonschema) and ``importlib_metadata`` add import
+    finders to ``sys.meta_path`` (protected). Loaded here they are part of the snapshot, and
+    these packages stay unprotected (patching them cannot change a score).
+    """
+    for name in ("six", "importlib_metadata", "autograder.selfcheck"):
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - optional
+            pass
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib_inline.backend_inline  # noqa: F401 - what %matplotlib inline loads
+
+        plt.plot([0, 1])
+        plt.gcf().canvas.draw()  # builds the font cache
+        plt.close("all")
+    except Exception as exc:  # noqa: BLE001 - plotting is optional for grading
+        print(f"matplotlib warm-up: {exc!r}", file=sys.stderr)
 
 
 def protect_stdlib_dirs():

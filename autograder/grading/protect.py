@@ -61,9 +61,12 @@ TRACE_EVENTS = frozenset({"sys.settrace", "sys.setprofile"})
 TEST_ONLY_SEALED = frozenset({"signal.signal", "_thread.start_new_thread"})
 # extension modules that call arbitrary native functions (like ctypes): never loaded for students
 FFI_MODULES = frozenset({"_cffi_backend", "_ctypes_test", "_testcapi", "_testinternalcapi"})
-# set by the interpreter / IPython when a cell raises: not state the tests depend on
+# set by the interpreter / IPython when a cell raises, or counters torch moves in normal use
+# (every tensor.register_hook / module hook takes the next handle id): not state the tests
+# depend on, and never restored
 BENIGN = frozenset({("sys", "last_type"), ("sys", "last_value"), ("sys", "last_traceback"),
-                    ("sys", "last_exc")})
+                    ("sys", "last_exc"), ("torch.utils.hooks.RemovableHandle", "next_id"),
+                    ("torch.random", "_fork_rng_warned_already")})
 
 # functions that hand stack frames to their caller
 FRAME_HANDING_FUNCTIONS = (

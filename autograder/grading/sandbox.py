@@ -118,6 +118,7 @@ def sandbox_env(home=f"{SANDBOX_TMP}/home", tmp=SANDBOX_TMP) -> dict:
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
         "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
         "PYTHONWARNINGS": "ignore::DeprecationWarning",
+        "NBGRADER_EXECUTION": "autograde",  # what nbgrader's kernels see: the self-check cell stands down
     }
 
 
