@@ -8,7 +8,8 @@ One module per pipeline step (like nbgrader's preprocessors):
 * :mod:`.sandbox`   - bubblewrap sandboxes with a warm Python in each (a *zygote*) and the
   resource limits;
 * :mod:`.harness`   - what runs inside a sandbox: the zygote forks a fresh process per
-  submission, which runs the student's cells and forks once more for every test;
+  submission, which runs the student's cells and forks once more for every run of
+  consecutive tests;
 * :mod:`.protect`   - what keeps the tests' view of torch, the checks and the interpreter
   intact, and authenticates results;
 * :mod:`.scheduler` - a local pool of sandboxes (``--jobs``) or a Dask cluster (``--scheduler``);

@@ -6,9 +6,10 @@ Process tree, inside the sandbox's own pid namespace::
      |          interpreter (protect.build) - and never runs student code
      +-- main line   one per submission (fork): the student's code cells in notebook order,
           |          through an IPython shell, continuing after errors like nbgrader
-          +-- test   one per test cell (fork, at the test cell's place): restores the
-                     snapshot, runs the instructor's test against the student's definitions,
-                     signs the result, exits
+          +-- test   one per run of consecutive test cells (fork, at their place): for
+                     each test in order restores the snapshot, runs the instructor's test
+                     against the student's definitions, signs the result; a test that
+                     hangs or ends the process leaves the rest to a new test process
 
 The zygote enforces every time limit from outside (SIGINT then SIGKILL for a cell, SIGKILL
 for a test, SIGKILL for the whole notebook), kills every process left in the namespace after
@@ -63,7 +64,7 @@ def main():
     prot = protect.build(
         exclude=excluded,
         trusted_roots=config["trusted_roots"],
-        control_codes=(_grade.__code__, _main_line.__code__, DRIVER_CODE),
+        control_codes=(_grade.__code__, _main_line.__code__, _run_test_process.__code__, DRIVER_CODE),
         driver_code=DRIVER_CODE,
         zygote_codes=(_grade.__code__, _Supervisor._record.__code__),
         std_codes=(DRIVER_CODE, _main_line.__code__),
@@ -776,8 +777,12 @@ def _main_line(task, shell, driver, guard, ctl_w, res_w, tok_r, config, isolated
     out = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace",
                            write_through=True)
     me = os.getpid()
-    for item in task["items"]:
+    items = task["items"]
+    i = 0
+    while i < len(items):
+        item = items[i]
         if item[0] == "cell":
+            i += 1
             _, index, source = item
             fd = _fresh(os.path.join(outdir, f"cell-{index}.txt"))
             os.dup2(fd, 1)
@@ -804,52 +809,100 @@ def _main_line(task, shell, driver, guard, ctl_w, res_w, tok_r, config, isolated
             _flush(out)
             send({"c": index, "e": "end", "error": error, "kind": kind, "tamper": tamper})
         else:
-            k = item[1]
-            fd = _fresh(os.path.join(outdir, f"test-{k}.out"))
-            err = _fresh(os.path.join(outdir, f"test-{k}.err"))
-            send({"t": k, "e": "start"})
-            pid = os.fork()
-            if pid == 0:
-                driver(k, shell.user_ns, fd, err, RES_FD)  # never returns
-                os._exit(0)
-            os.close(fd)
-            os.close(err)
-            send({"t": k, "e": "pid", "pid": pid})
-            status, killed = _wait_test(pid, float(limits["timeout"]))
-            send({"t": k, "e": "end", "status": status, "killed": killed})
+            # consecutive tests share one forked process (nbgrader runs them in one kernel);
+            # when a test hangs or ends that process, the tests after it get a new one
+            ks = []
+            while i < len(items) and items[i][0] != "cell":
+                ks.append(items[i][1])
+                i += 1
+            while ks:
+                ks = _run_test_process(ks, shell, driver, outdir, float(limits["timeout"]), send)
     send({"done": True})
 
 
-def _wait_test(pid, timeout):
-    """Wait for a test process; SIGKILL it at the time limit. ``(status, killed)``."""
+def _run_test_process(ks, shell, driver, outdir, timeout, send):
+    """Fork one process for the tests ``ks``; return the tests it did not get to run."""
+    fds = {k: (_fresh(os.path.join(outdir, f"test-{k}.out")), _fresh(os.path.join(outdir, f"test-{k}.err")))
+           for k in ks}
+    prog_r, prog_w = os.pipe()
+    send({"t": ks[0], "e": "start"})
+    pid = os.fork()
+    if pid == 0:
+        os.close(prog_r)
+        driver(tuple(ks), shell.user_ns, fds, prog_w, RES_FD)  # never returns
+        os._exit(0)
+    os.close(prog_w)
+    for out_fd, err_fd in fds.values():
+        os.close(out_fd)
+        os.close(err_fd)
+    send({"t": ks[0], "e": "pid", "pid": pid})
+    done, status, killed = _wait_tests(pid, ks, prog_r, timeout, send)
+    os.close(prog_r)
+    if done == len(ks):
+        return []
+    # ks[done] did not report: it hung, or it (or its student code) ended the process
+    send({"t": ks[done], "e": "end", "status": status, "killed": killed})
+    return ks[done + 1:]
+
+
+def _wait_tests(pid, ks, prog_r, timeout, send):
+    """Follow a test process through ``ks``: each test gets ``timeout`` seconds from its start
+    and is SIGKILLed past it. ``(tests that reported, exit status, killed)``."""
+    done, killed, buf, eof = 0, False, b"", False
     deadline = time.monotonic() + timeout
-    killed = False
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
         pidfd = None
+    os.set_blocking(prog_r, False)
+
+    def read_progress():
+        nonlocal done, buf, deadline, eof
+        while not eof:
+            try:
+                chunk = os.read(prog_r, 4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not chunk:
+                eof = True
+                return
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:  # only the expected next test counts (the line may be forged)
+                if done < len(ks) and line == str(ks[done]).encode():
+                    send({"t": ks[done], "e": "end", "status": 0, "killed": False})
+                    done += 1
+                    if done < len(ks):
+                        send({"t": ks[done], "e": "start"})
+                        send({"t": ks[done], "e": "pid", "pid": pid})
+                        deadline = time.monotonic() + timeout
+            if len(buf) > 4096:
+                buf = b""
+
     while True:
         try:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
+            read_progress()
+            finished, status = os.waitpid(pid, os.WNOHANG)
+            if finished:
                 break
             left = deadline - time.monotonic()
             if left <= 0 and not killed:
                 os.kill(pid, signal.SIGKILL)
                 killed = True
                 continue
-            if pidfd is not None:
-                select.select([pidfd], [], [], max(left, 0.0) if not killed else 1.0)
-            else:
+            waits = ([] if eof else [prog_r]) + ([pidfd] if pidfd is not None else [])
+            select.select(waits, [], [], max(left, 0.0) if not killed else 1.0)
+            if pidfd is None and eof:
                 time.sleep(0.002)
         except KeyboardInterrupt:  # an interrupt meant for a cell arriving late
             continue
         except ChildProcessError:
             status = -1
             break
+    read_progress()  # what it reported just before it ended
     if pidfd is not None:
         os.close(pidfd)
-    return status, killed
+    return done, status, killed
 
 
 def _fresh(path):
@@ -973,93 +1026,109 @@ def _describe_test_error(exc, _type=type, _str=str, _base_str=BaseException.__st
 def make_driver(prot):
     """The function a test process runs; everything it relies on is bound as a default."""
 
-    def _run_test(k, user_ns, out_fd, err_fd, res_fd, _guard=prot.guard, _vault=prot.vault,
-                  _trusted=prot.trusted_codes, _globals=prot.trusted_globals, _signals=prot.signals,
-                  _signal=signal.signal, _builtins=builtins, _exec=exec, _eval=eval, _dict=dict,
-                  _setprofile=sys.setprofile, _audit=sys.audit, _write=os.write, _dup2=os.dup2,
-                  _close=os.close, _fstat=os.fstat, _exit=os._exit, _dumps=json.dumps,
-                  _profiler=protect.make_profiler, _code_ids=protect.code_ids, _split=_split_last_expression,
-                  _describe=_describe_test_error, _partial=_partial_grade, _memory=_is_memory_message,
-                  _wrapper=io.TextIOWrapper, _fileio=io.FileIO, _gc_disable=__import__("gc").disable,
-                  _isinstance=isinstance, _memoryerror=MemoryError, _str=str, _list=list, _frozenset=frozenset,
-                  _baseexception=BaseException, _exception=Exception, _len=len, _typeof=type,
-                  _runtime=RuntimeError, _clock=time.perf_counter, _getpid=os.getpid, _tuple=tuple):
+    def _run_tests(ks, user_ns, fds, prog_fd, res_fd, _guard=prot.guard, _vault=prot.vault,
+                   _trusted=prot.trusted_codes, _globals=prot.trusted_globals, _signals=prot.signals,
+                   _signal=signal.signal, _builtins=builtins, _exec=exec, _eval=eval, _dict=dict,
+                   _setprofile=sys.setprofile, _audit=sys.audit, _write=os.write, _dup2=os.dup2,
+                   _close=os.close, _fstat=os.fstat, _exit=os._exit, _dumps=json.dumps,
+                   _profiler=protect.make_profiler, _code_ids=protect.code_ids, _split=_split_last_expression,
+                   _describe=_describe_test_error, _partial=_partial_grade, _memory=_is_memory_message,
+                   _wrapper=io.TextIOWrapper, _fileio=io.FileIO, _gc_disable=__import__("gc").disable,
+                   _isinstance=isinstance, _memoryerror=MemoryError, _str=str, _list=list, _frozenset=frozenset,
+                   _baseexception=BaseException, _exception=Exception, _len=len, _typeof=type,
+                   _runtime=RuntimeError, _clock=time.perf_counter, _getpid=os.getpid, _tuple=tuple):
+        """Run the consecutive tests ``ks`` in this (forked) process, in order, like nbgrader's
+        kernel: each test restores the snapshot first, is signed on its own and reported on
+        ``prog_fd`` once its result is written. A test that hangs or kills the process ends
+        it; the main line runs the tests after it in a new process."""
         internal = None
         me = _getpid()
-        marks = [_clock()]
+        seen_flags = 0
         try:
             _gc_disable()  # no finalizer of student objects runs at an arbitrary point
-            _dup2(out_fd, 1)
-            _dup2(err_fd, 2)
-            out = _wrapper(_fileio(1, "w", closefd=False), encoding="utf-8", errors="replace", write_through=True)
-            err = _wrapper(_fileio(2, "w", closefd=False), encoding="utf-8", errors="replace", write_through=True)
-            _guard.send(("std", out, err))
-            pre = _list(_guard.send(("check",)))  # restore whatever the student's cells changed
-            marks.append(_clock())
-            for signum, handler in _signals:
+            for k in ks:
+                marks = [_clock()]
+                out_fd, err_fd = fds[k]
+                _dup2(out_fd, 1)
+                _dup2(err_fd, 2)
+                out = _wrapper(_fileio(1, "w", closefd=False), encoding="utf-8", errors="replace",
+                               write_through=True)
+                err = _wrapper(_fileio(2, "w", closefd=False), encoding="utf-8", errors="replace",
+                               write_through=True)
+                _guard.send(("std", out, err))
+                # restore whatever the student's cells (or the code a test before this one
+                # called) changed
+                pre = _list(_guard.send(("check",)))
+                marks.append(_clock())
+                for signum, handler in _signals:
+                    try:
+                        _signal(signum, handler)
+                    except (_exception,):
+                        pass
+                all_flags = []
+                _audit("autograder.flags", all_flags)
+                before_flags = all_flags[seen_flags:]
+                seen_flags = _len(all_flags)
+                pre += before_flags
+                test = _vault.send(("arm", k))
+                if _typeof(test) is not _tuple:  # the instructor's test cell does not compile
+                    test = (compile("raise SyntaxError('the test cell does not compile')", "<test>", "exec"),
+                            None, _frozenset(), _frozenset())
+                body, last, bound, test_codes = test
+                ns = user_ns
+                ns["__builtins__"] = _builtins
+                _audit("autograder.test", test_codes)
+                during = []
+                profile = _profiler(_trusted, _globals, test_codes, ns, bound | {"__builtins__"}, _guard, during)
+                passed, partial, name, message, memory = False, None, "", "", False
+                _audit("autograder.phase", "test")
+                marks.append(_clock())
+                _setprofile(profile)
                 try:
-                    _signal(signum, handler)
-                except (_exception,):
-                    pass
-            before_flags = []
-            _audit("autograder.flags", before_flags)
-            pre += before_flags
-            test = _vault.send(("arm", k))
-            if _typeof(test) is not _tuple:  # the instructor's test cell does not compile
-                test = (compile("raise SyntaxError('the test cell does not compile')", "<test>", "exec"),
-                        None, _frozenset(), _frozenset())
-            body, last, bound, test_codes = test
-            ns = user_ns
-            ns["__builtins__"] = _builtins
-            _audit("autograder.test", test_codes)
-            during = []
-            profile = _profiler(_trusted, _globals, test_codes, ns, bound | {"__builtins__"}, _guard, during)
-            passed, partial, name, message, memory = False, None, "", "", False
-            _audit("autograder.phase", "test")
-            marks.append(_clock())
-            _setprofile(profile)
-            try:
-                _exec(body, ns)
-                value = _eval(last, ns) if last is not None else None
-                passed = True
-                partial = _partial(value)
-                value = None
-            except _baseexception as exc:  # the test failed: whatever it raised
-                name, message = _describe(exc)
-                memory = _isinstance(exc, _memoryerror) or _memory(message)
-                exc = None
-            _setprofile(None)
-            if _getpid() != me:  # a process the student's code forked during the test
-                _exit(0)
-            marks.append(_clock())
-            _audit("autograder.phase", "main")
-            during += ["after the test: " + _str(f) for f in _guard.send(("check",))]
-            marks.append(_clock())
-            flags = []
-            _audit("autograder.flags", flags)
-            during += [f for f in flags[_len(before_flags):]]
-            for stream in (out, err):
-                try:
-                    stream.flush()
-                except _exception:
-                    pass
-            wrote_stderr = _fstat(2).st_size > 0
-            payload = {
-                "k": k, "passed": passed and not wrote_stderr, "partial": partial, "error": name,
-                "message": message if name else "", "memory": memory, "stderr": wrote_stderr,
-                "pre": [_str(p)[:300] for p in pre[:20]], "during": [_str(d)[:300] for d in during[:20]],
-                "timing": [round(b - a, 4) for a, b in zip(marks, marks[1:])],
-            }
-            if wrote_stderr and passed:
-                payload["message"] = "the test wrote to stderr (nbgrader scores that as a failure)"
-            data = _dumps(payload, ensure_ascii=True).encode()
-            while _len(data) > 4000:
-                payload["message"] = payload["message"][: _len(payload["message"]) // 2]
-                payload["pre"], payload["during"] = payload["pre"][:3], payload["during"][:3]
+                    _exec(body, ns)
+                    value = _eval(last, ns) if last is not None else None
+                    passed = True
+                    partial = _partial(value)
+                    value = None
+                except _baseexception as exc:  # the test failed: whatever it raised
+                    name, message = _describe(exc)
+                    memory = _isinstance(exc, _memoryerror) or _memory(message)
+                    exc = None
+                _setprofile(None)
+                if _getpid() != me:  # a process the student's code forked during the test
+                    _exit(0)
+                marks.append(_clock())
+                _audit("autograder.phase", "main")
+                during += ["after the test: " + _str(f) for f in _guard.send(("check",))]
+                marks.append(_clock())
+                flags = []
+                _audit("autograder.flags", flags)
+                during += [f for f in flags[seen_flags:]]
+                seen_flags = _len(flags)
+                for stream in (out, err):
+                    try:
+                        stream.flush()
+                    except _exception:
+                        pass
+                wrote_stderr = _fstat(2).st_size > 0
+                payload = {
+                    "k": k, "passed": passed and not wrote_stderr, "partial": partial, "error": name,
+                    "message": message if name else "", "memory": memory, "stderr": wrote_stderr,
+                    "pre": [_str(p)[:300] for p in pre[:20]], "during": [_str(d)[:300] for d in during[:20]],
+                    "timing": [round(b - a, 4) for a, b in zip(marks, marks[1:])],
+                }
+                if wrote_stderr and passed:
+                    payload["message"] = "the test wrote to stderr (nbgrader scores that as a failure)"
                 data = _dumps(payload, ensure_ascii=True).encode()
-            mac = _vault.send(("sign", k, data))
-            if _typeof(mac) is _str:
+                while _len(data) > 4000:
+                    payload["message"] = payload["message"][: _len(payload["message"]) // 2]
+                    payload["pre"], payload["during"] = payload["pre"][:3], payload["during"][:3]
+                    data = _dumps(payload, ensure_ascii=True).encode()
+                mac = _vault.send(("sign", k, data))
+                if _typeof(mac) is not _str:
+                    break
                 _write(res_fd, _str(k).encode() + b" " + mac.encode() + b" " + data + b"\n")
+                _write(prog_fd, _str(k).encode() + b"\n")
         except _baseexception as exc:  # noqa: BLE001 - a harness failure; reported, never raised
             internal = exc
         finally:
@@ -1067,17 +1136,17 @@ def make_driver(prot):
                 try:
                     import traceback
 
-                    _write(2, ("grader error in test %d: %s" % (k, "".join(traceback.format_exception(internal)))).encode())
+                    _write(2, ("grader error in a test: %s" % "".join(traceback.format_exception(internal))).encode())
                 except _exception:
                     pass
             _exit(0)
 
-    return _run_test
+    return _run_tests
 
 
 def _driver_code():
     for const in make_driver.__code__.co_consts:
-        if isinstance(const, types.CodeType) and const.co_name == "_run_test":
+        if isinstance(const, types.CodeType) and const.co_name == "_run_tests":
             return const
     raise RuntimeError("driver code not found")
 

@@ -564,7 +564,9 @@ def _vault_loop(_urandom=os.urandom, _getframe=sys._getframe, _type=type, _tuple
 
     ``("allow", driver_code, zygote_code)`` once from :func:`build`; from the zygote:
     ``("begin", tests)``, ``("end",)``, ``("verify", k, payload, mac)``; from the test
-    driver, once per process each: ``("arm", k)`` -> test k (compiled), ``("sign", k, payload)``.
+    driver: ``("arm", k)`` -> test k (compiled), then ``("sign", k, payload)`` for that same
+    k, once. A test process may run several tests, in increasing order: each is armed and
+    signed once, and a test can be armed only when the one before it was signed.
     """
     import _hashlib
 
@@ -574,7 +576,7 @@ def _vault_loop(_urandom=os.urandom, _getframe=sys._getframe, _type=type, _tuple
     zygote_codes = ()
     tests = ()
     nonce = b""
-    armed = signed = False
+    current, last = None, -1
     result = None
     while True:
         cmd = yield result
@@ -587,22 +589,22 @@ def _vault_loop(_urandom=os.urandom, _getframe=sys._getframe, _type=type, _tuple
             driver_code, zygote_codes = cmd[1], cmd[2]
         elif caller in zygote_codes and op == "begin":
             tests, nonce = _tuple(cmd[1]), _urandom(16)
-            armed = signed = False
+            current, last = None, -1
         elif caller in zygote_codes and op == "end":
             tests, nonce = (), b""
         elif caller in zygote_codes and op == "verify":
             k, payload, mac = cmd[1], cmd[2], cmd[3]
             ok = _type(payload) is _bytes and _type(mac) is _str and _type(k) is _int and 0 <= k < _len(tests)
             result = ok and digest(key, nonce + _str(k).encode() + b"\0" + payload, "sha256").hex() == mac
-        elif caller is driver_code and op == "arm" and not armed:
+        elif caller is driver_code and op == "arm" and current is None:
             k = cmd[1]
-            if _type(k) is _int and 0 <= k < _len(tests):
-                armed = True
+            if _type(k) is _int and last < k < _len(tests):
+                current = last = k
                 result = tests[k]
-        elif caller is driver_code and op == "sign" and armed and not signed:
+        elif caller is driver_code and op == "sign" and current is not None:
             k, payload = cmd[1], cmd[2]
-            if _type(payload) is _bytes and _type(k) is _int:
-                signed = True
+            if _type(payload) is _bytes and _type(k) is _int and k == current:
+                current = None
                 result = digest(key, nonce + _str(k).encode() + b"\0" + payload, "sha256").hex()
 
 
