@@ -379,8 +379,8 @@ def _wipe(config):
             pass
 
     places = [config["scratch"], config["outdir"], config["home"]]
-    if config["sandboxed"]:  # the sandbox's own /tmp and /dev/shm: nothing else lives there
-        places = [os.path.join(d, n) for d in ("/tmp", "/dev/shm") if os.path.isdir(d) for n in os.listdir(d)]
+    if config["sandboxed"]:  # the sandbox's own tmpfs and /dev/shm: nothing else lives there
+        places = [os.path.join(d, n) for d in (config["tmp"], "/dev/shm") if os.path.isdir(d) for n in os.listdir(d)]
     for path in places:
         if os.path.islink(path) or os.path.isfile(path):
             try:

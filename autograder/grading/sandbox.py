@@ -11,7 +11,9 @@ Each worker is one ``bwrap`` sandbox, started once and reused for many submissio
   repository (``solutions/``, ``gradebook.db``, other submissions), not ``/root`` or
   ``/home``, no ``/proc`` or ``/sys``;
 * a private ``/tmp`` (tmpfs of limited size) holding the scratch directory of the current
-  submission; the zygote wipes it, and ``/dev/shm``, after every submission.
+  submission; the zygote wipes it, and ``/dev/shm``, after every submission. (When the
+  virtual environment itself lies under ``/tmp``, a clone in ``/tmp``, the host's paths there
+  stay read-only and the tmpfs is ``/var/tmp`` instead; ``TMPDIR`` points at it.)
 
 Limits applied per submission by the harness: per-cell and per-test time limit (SIGINT then
 SIGKILL from outside the graded process), a wall limit per notebook, address space
@@ -21,6 +23,7 @@ ration of processes; and every process of the submission is killed when it is do
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -38,7 +41,9 @@ from .protocol import ProtocolError, read_message, write_message
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
              "/etc/nsswitch.conf", "/etc/passwd", "/etc/group")
 TOP_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-SANDBOX_TMP = "/tmp"
+# the sandbox's only writable directory (a tmpfs): /tmp, unless the runtime itself lives there
+# (a clone in /tmp): a tmpfs over /tmp would hide it, so the next candidate is used instead
+TMP_CANDIDATES = ("/tmp", "/var/tmp", "/run/autograder")
 STARTUP_TIMEOUT = 600
 
 
@@ -77,6 +82,15 @@ def runtime_roots() -> list[str]:
     return sorted(r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots))
 
 
+@functools.lru_cache(maxsize=None)
+def sandbox_tmp() -> str:
+    roots = runtime_roots()
+    for cand in TMP_CANDIDATES:
+        if not any(r == cand or r.startswith(cand + os.sep) or cand.startswith(r + os.sep) for r in roots):
+            return cand
+    raise SandboxError(f"no place for the sandbox's scratch space outside {', '.join(roots)}")
+
+
 def bwrap_command(inner: list[str], info_fd: int | None = None, tmp_size: int = 512 << 20) -> list[str]:
     bwrap = shutil.which("bwrap")
     if not bwrap:
@@ -103,16 +117,17 @@ def bwrap_command(inner: list[str], info_fd: int | None = None, tmp_size: int = 
             cmd += ["--ro-bind", root, root]
     # the sandbox's own root (where bwrap created /work, /root ... to mount into) becomes
     # read-only too: only /tmp and /dev/shm can be written, and the zygote wipes both
-    cmd += ["--dev", "/dev", "--size", str(tmp_size), "--tmpfs", SANDBOX_TMP, "--remount-ro", "/",
-            "--chdir", SANDBOX_TMP, "--clearenv"]
-    for key, value in sandbox_env().items():
+    tmp = sandbox_tmp()
+    cmd += ["--dev", "/dev", "--size", str(tmp_size), "--tmpfs", tmp, "--remount-ro", "/",
+            "--chdir", tmp, "--clearenv"]
+    for key, value in sandbox_env(home=f"{tmp}/home", tmp=tmp).items():
         cmd += ["--setenv", key, value]
     if info_fd is not None:
         cmd += ["--info-fd", str(info_fd)]
     return cmd + ["--"] + inner
 
 
-def sandbox_env(home=f"{SANDBOX_TMP}/home", tmp=SANDBOX_TMP) -> dict:
+def sandbox_env(home: str, tmp: str) -> dict:
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "LANG": "C.UTF-8",
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
@@ -186,14 +201,15 @@ class Worker:
         if self.sandbox:
             info_r, info_w = os.pipe()
             cmd = bwrap_command(python_command(), info_fd=info_w)
-            config = {"sandboxed": True, "scratch": f"{SANDBOX_TMP}/work", "outdir": f"{SANDBOX_TMP}/out",
-                      "home": f"{SANDBOX_TMP}/home"}
+            tmp = sandbox_tmp()
+            config = {"sandboxed": True, "scratch": f"{tmp}/work", "outdir": f"{tmp}/out", "home": f"{tmp}/home",
+                      "tmp": tmp}
             env, cwd = None, None
         else:
             self._tmp = tempfile.mkdtemp(prefix="autograder-nosandbox-")
             cmd = python_command()
             config = {"sandboxed": False, "scratch": f"{self._tmp}/work", "outdir": f"{self._tmp}/out",
-                      "home": f"{self._tmp}/home"}
+                      "home": f"{self._tmp}/home", "tmp": self._tmp}
             env = dict(os.environ, **sandbox_env(home=config["home"], tmp=self._tmp))
             cwd = self._tmp
         config.update(preload=self.preload, trusted_roots=runtime_roots())
