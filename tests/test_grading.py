@@ -185,7 +185,7 @@ def test_nothing_survives_a_submission(tmp_path):
     submit(submitted, "3-writes-outside", EXERCISE, GRADING / "writes-outside.ipynb")
     check = nbformat.read(EXERCISES / EXERCISE / f"{EXERCISE}.ipynb", as_version=4)
     check.cells.insert(2, nbformat.v4.new_code_cell(
-        "import os\n"
+        "import os, tempfile\n"
         "alive = []\n"
         "for pid in range(2, 4096):\n"
         "    if pid in (os.getpid(), os.getppid()):\n"
@@ -195,7 +195,7 @@ def test_nothing_survives_a_submission(tmp_path):
         "        alive.append(pid)\n"
         "    except ProcessLookupError:\n"
         "        pass\n"
-        "print('check: processes', alive, 'scratch', os.listdir('.'), 'tmp', sorted(os.listdir('/tmp')),\n"
+        "print('check: processes', alive, 'scratch', os.listdir('.'), 'tmp', sorted(os.listdir(tempfile.gettempdir())),\n"
         "      'shm', os.listdir('/dev/shm'))", id="check"))
     nbformat.write(check, tmp_path / "check.ipynb")
     submit(submitted, "4-check", EXERCISE, tmp_path / "check.ipynb")
