@@ -66,7 +66,9 @@ FFI_MODULES = frozenset({"_cffi_backend", "_ctypes_test", "_testcapi", "_testint
 # depend on, and never restored
 BENIGN = frozenset({("sys", "last_type"), ("sys", "last_value"), ("sys", "last_traceback"),
                     ("sys", "last_exc"), ("torch.utils.hooks.RemovableHandle", "next_id"),
-                    ("torch.random", "_fork_rng_warned_already")})
+                    ("torch.random", "_fork_rng_warned_already"),
+                    # tempfile caches TMPDIR and its name generator on first use
+                    ("tempfile", "tempdir"), ("tempfile", "_name_sequence")})
 
 # functions that hand stack frames to their caller
 FRAME_HANDING_FUNCTIONS = (
