@@ -15,7 +15,16 @@ so warnings that a *correct* solution may trigger are captured, not printed.
 
 The comparisons are deliberately strict about types: a ``torch.Tensor`` subclass or an
 object that only pretends to be a bool fails with a clear message instead of being
-trusted to compare itself.
+trusted to compare itself. Values that came from student code are first reduced to plain
+data (:func:`plain`: what the grader's judge would receive, see :mod:`autograder.remote`),
+so a ``str`` subclass is compared as the ``str`` it holds and never runs its own ``__eq__``.
+
+Under ``autograder grade`` the test cell runs in the judge, a process that never runs student
+code: calling a student's function there sends the call to the student's process and returns
+plain data (:func:`observe` returns the whole :class:`Outcome`). What a test may know about a
+tensor besides its values - version counter, ``requires_grad``, ``is_leaf``, ``.grad``, the
+memory it shares - it reads with :func:`meta`, which works the same on a live tensor and on
+one that came back from the student's process.
 """
 from __future__ import annotations
 
@@ -26,9 +35,17 @@ import warnings
 
 import torch
 
+from . import observation, remote
 from .messages import CheckFailure, describe, fail
+from .observation import Foreign, TensorMeta
+from .remote import Outcome, observe
 
 __all__ = [
+    "observe",
+    "Outcome",
+    "plain",
+    "meta",
+    "check_equal",
     "CheckFailure",
     "fail",
     "describe",
@@ -72,11 +89,46 @@ def quiet():
     buffer = io.StringIO()
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        with contextlib.redirect_stderr(buffer):
+        with contextlib.redirect_stderr(buffer), remote.quiet_depth():
             try:
                 yield caught
             finally:
                 caught.extend(str(r.message) for r in records)
+
+
+def plain(value):
+    """``value`` as the judge sees student values: exact built-in types, plain tensors (with
+    :func:`meta`), exceptions, :class:`~autograder.observation.Foreign` for anything else.
+
+    Values that already came from the student's process are returned as they are."""
+    if _is_plain_tensor(value) and observation.meta_of(value) is not None:
+        return value
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    enc = observation.Encoder()
+    try:
+        node = enc.encode(value)
+    except observation.ObservationTooLarge as exc:
+        return Foreign("object", type(value).__name__, f"a value too large to compare ({exc})")
+    return observation.Decoder().decode(observation.loads(observation.dumps(node)))
+
+
+def meta(tensor) -> TensorMeta:
+    """Version counter, requires_grad, is_leaf, grad_fn, grad and memory of ``tensor``: recorded
+    when it came back from student code, read from the tensor otherwise."""
+    m = observation.meta_of(tensor)
+    if m is not None:
+        return m
+    _require_tensors(tensor)
+    with _DisableTorchFunction():
+        grad = tensor.grad if (tensor.is_leaf or tensor.retains_grad) else None
+        fn = tensor.grad_fn
+        try:
+            storage = ("live", tensor.untyped_storage().data_ptr())
+        except Exception:  # noqa: BLE001
+            storage = None
+        return TensorMeta(tensor.requires_grad, tensor.is_leaf, None if fn is None else type(fn).__name__,
+                          tensor._version, grad, storage, tensor.storage_offset(), tuple(tensor.stride()))
 
 
 def _is_plain_tensor(value) -> bool:
@@ -86,7 +138,7 @@ def _is_plain_tensor(value) -> bool:
 def _require_plain_tensor(value, what, cause=None):
     if _is_plain_tensor(value):
         return
-    if isinstance(value, _Tensor):
+    if isinstance(value, _Tensor) or (isinstance(value, Foreign) and value.kind == "tensor subclass"):
         fail(
             f"{what} must be a plain torch.Tensor",
             expected="torch.Tensor",
@@ -127,10 +179,16 @@ def same_values(a, b) -> bool:
 
 
 def shares_storage(a, b) -> bool:
-    """True when the two tensors' memory overlaps (same untyped storage)."""
+    """True when the two tensors use the same memory (same untyped storage).
+
+    Tensors that came back from one call into student code are compared by the storage
+    recorded in that call; two live tensors by their memory."""
     _require_tensors(a, b)
-    with _DisableTorchFunction():
-        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    sa, sb = meta(a).storage, meta(b).storage
+    if (sa[0] == "live") != (sb[0] == "live"):
+        raise ValueError("shares_storage: compare two tensors observed in the same call (Outcome.after), "
+                         "or two tensors of the test")
+    return sa is not None and sa == sb
 
 
 def as_bool(value, what="the result"):
@@ -143,6 +201,9 @@ def as_bool(value, what="the result"):
     if _is_plain_tensor(value) and value.dtype == torch.bool and value.numel() == 1:
         with _DisableTorchFunction():
             return bool(value.item())
+    if isinstance(value, Foreign):
+        fail(f"{what} must be True or False", expected="a bool", found=value.text,
+             cause="return a Python bool (for a tensor, use .item() or bool(...))")
     fail(
         f"{what} must be True or False",
         expected="a bool",
@@ -167,16 +228,49 @@ def check_bool(found, expected: bool, what, *, cause=None):
         fail(f"{what} returned {value}", expected=expected, found=value, cause=cause)
 
 
-def check_returns(call, expected: bool, what, *, cause=None):
-    """Run ``call()`` quietly; it must return the bool ``expected``.
+def check_equal(found, expected, what, *, cause=None):
+    """``found`` (reduced to plain data) must equal ``expected`` (a str, int, float, bool,
+    None, or a tuple/list/dict of them), with the same type: ``1`` is not ``True``, a
+    ``str`` subclass counts as the ``str`` it holds, nothing runs its own ``__eq__``."""
+    value = plain(found)
+    if not _same_plain(value, expected):
+        fail(f"{what} returned {describe(value)}", expected=describe(expected), found=describe(value), cause=cause)
 
-    An exception from ``call`` is reported with the same three-part message.
+
+def _same_plain(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_plain(x, y) for x, y in zip(a, b))
+    if isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_plain(a[k], b[k]) for k in b)
+    if isinstance(b, float) and b != b:
+        return a != a
+    if b is None or type(b) in (str, int, float, bool):
+        return a == b
+    raise TypeError(f"check_equal compares plain values, not {type(b).__name__}")
+
+
+def check_returns(call, expected: bool, what, *, cause=None, pick=None):
+    """``call`` must return the bool ``expected``: run ``call()`` quietly, or read an
+    :class:`Outcome` that :func:`observe` returned. ``pick`` selects the bool from the result
+    (e.g. ``lambda r: r[0]`` when a probe returned a tuple).
+
+    An exception is reported with the same three-part message.
     """
-    try:
-        with quiet():
-            found = call()
-    except Exception as exc:  # noqa: BLE001 - turned into an actionable message
-        fail(f"{what} raised {type(exc).__name__}", expected=expected, found=describe(exc), cause=cause)
+    if isinstance(call, Outcome):
+        if call.raised:
+            exc = call.error
+            fail(f"{what} raised {type(exc).__name__}", expected=expected, found=describe(exc), cause=cause)
+        found = call.value
+    else:
+        try:
+            with quiet():
+                found = call()
+        except Exception as exc:  # noqa: BLE001 - turned into an actionable message
+            fail(f"{what} raised {type(exc).__name__}", expected=expected, found=describe(exc), cause=cause)
+    if pick is not None:
+        found = pick(found)
     check_bool(found, expected, what, cause=cause)
 
 
@@ -320,26 +414,28 @@ class TensorState:
 
     def __init__(self, tensor):
         _require_tensors(tensor)
+        m = meta(tensor)
         with _DisableTorchFunction():
             self.values = tensor.detach().clone()
-            self.version = tensor._version
-            self.requires_grad = tensor.requires_grad
-            grad = _grad_of(tensor)
-            self.grad = None if grad is None else grad.detach().clone()
+            self.version = m.version
+            self.requires_grad = m.requires_grad
+            self.grad = None if m.grad is None else plain(m.grad).detach().clone()
 
 
 def check_unchanged(tensor, state: TensorState, what, *, cause=None, role="its input"):
     """``tensor`` must still match the :class:`TensorState` taken before the call.
 
+    ``tensor`` is the argument after the call: under the grader, ``outcome.after(x)``.
     ``role`` names the tensor in the message ("its input", "grad_output", "a saved tensor").
     """
     if not _is_plain_tensor(tensor):
         fail(
             f"{what} turned {role} into something else",
             expected="a plain torch.Tensor",
-            found=f"{type(tensor).__name__}: {describe(tensor)}",
+            found=describe(tensor),
             cause=cause or "do not change the class of the argument (x.__class__ = ...)",
         )
+    m = meta(tensor)
     with _DisableTorchFunction():
         if not same_values(tensor.detach(), state.values):
             fail(
@@ -348,22 +444,22 @@ def check_unchanged(tensor, state: TensorState, what, *, cause=None, role="its i
                 found=describe(tensor.detach()),
                 cause=cause or "work on a copy (x.detach().clone()), never on the argument itself",
             )
-        if tensor._version != state.version:
+        if m.version != state.version:
             fail(
-                f"{what} wrote into {role} (its _version moved from {state.version} to {tensor._version})",
+                f"{what} wrote into {role} (its _version moved from {state.version} to {m.version})",
                 expected=f"_version {state.version}",
-                found=f"_version {tensor._version}",
+                found=f"_version {m.version}",
                 cause=cause or "an in-place operation was applied to the argument itself",
             )
-        if tensor.requires_grad != state.requires_grad:
+        if m.requires_grad != state.requires_grad:
             fail(
                 f"{what} changed requires_grad of {role}",
                 expected=state.requires_grad,
-                found=tensor.requires_grad,
+                found=m.requires_grad,
                 cause=cause or "call requires_grad_() on a copy, not on the argument",
             )
-        now = _grad_of(tensor)
-        if (state.grad is None) != (now is None) or (now is not None and not same_values(now, state.grad)):
+        now = m.grad
+        if (state.grad is None) != (now is None) or (now is not None and not same_values(now.detach(), state.grad)):
             fail(
                 f"{what} changed the .grad of {role}",
                 expected=describe(state.grad),
@@ -373,14 +469,20 @@ def check_unchanged(tensor, state: TensorState, what, *, cause=None, role="its i
 
 
 class CallRecorder:
-    """Wrap a callable to count its calls and keep the arguments it received."""
+    """Wrap a callable to count its calls and keep the arguments it received.
+
+    ``calls``: ``(args, kwargs)`` of each call, the objects themselves; ``snapshots``: the
+    same arguments with every tensor copied at the moment of the call (what the callable
+    was given, before it changed anything)."""
 
     def __init__(self, fn):
         self.fn = fn
         self.calls = []
+        self.snapshots = []
 
     def __call__(self, *args, **kwargs):
         self.calls.append((args, kwargs))
+        self.snapshots.append(tuple(_snapshot(a) for a in args))
         return self.fn(*args, **kwargs)
 
     @property
@@ -390,3 +492,13 @@ class CallRecorder:
     def first_arg(self, call=0):
         return self.calls[call][0][0]
 
+    def first_snapshot(self, call=0):
+        """The first argument of call ``call`` as it was when the call began."""
+        return self.snapshots[call][0]
+
+
+def _snapshot(value):
+    if isinstance(value, _Tensor):
+        with _DisableTorchFunction():
+            return value.detach().clone()
+    return value

@@ -12,6 +12,7 @@ import sys
 # module path of each subcommand, in the order shown by --help
 SUBCOMMANDS = [
     "autograder.grading.command",
+    "autograder.grading.zipcollect",
     "autograder.selfcheck",
     "autograder.submit",
     "autograder.figures",

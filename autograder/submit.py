@@ -7,8 +7,9 @@ writes ``submissions/alice-01_relu_inplace.zip`` containing::
     submitted/alice/01_relu_inplace/01_relu_inplace.ipynb
     submitted/alice/01_relu_inplace/timestamp.txt        (UTC, nbgrader's format)
 
-The instructor unzips it at the course root (``unzip -o alice-01_relu_inplace.zip``) and
-runs ``nbgrader autograde 01_relu_inplace`` as for any collected submission.
+The instructor imports it with ``autograder collect alice-01_relu_inplace.zip`` (which checks
+the zip and never writes outside ``submitted/alice/01_relu_inplace/``) and grades with
+``autograder grade`` or ``nbgrader autograde 01_relu_inplace``.
 
 Everything is checked before anything is written, so bad input (a missing file, a renamed
 notebook, invalid JSON, an id nbgrader cannot use) gets a clear error and an earlier zip is

@@ -1,17 +1,28 @@
 """``autograder grade``: class-scale grading of the course's exercises.
 
-One module per pipeline step (like nbgrader's preprocessors):
+Where trust begins and ends is a process boundary. Inside the sandbox (student code runs
+there, nothing secret does):
 
-* :mod:`.collect`   - find the submissions (``<student>/<assignment>/<notebook>.ipynb``) and turn
-  each into a task: the student's code cells in order, and at each test cell's place the
-  instructor's test, always taken from ``solutions/`` by ``grade_id``;
-* :mod:`.sandbox`   - bubblewrap sandboxes with a warm Python in each (a *zygote*) and the
-  resource limits;
-* :mod:`.harness`   - what runs inside a sandbox: the zygote forks a fresh process per
-  submission, which runs the student's cells and forks once more for every run of
-  consecutive tests;
-* :mod:`.protect`   - what keeps the tests' view of torch, the checks and the interpreter
-  intact, and authenticates results;
+* :mod:`.zygote`    - a warm Python that forks one student process per submission and relays;
+  it never runs student code;
+* :mod:`.student`   - the student process: runs the cells, then serves the judge's calls into
+  student code from a forked test process, answering with observations (plain data).
+
+On the host (no student code ever runs there):
+
+* :mod:`.judge`     - runs the instructor's test cells against the observations and decides
+  every verdict;
+* :mod:`.supervisor` - one sandbox and one judge per worker: carries calls and observations
+  between them, enforces the time limits;
+
+and the pipeline steps around them (like nbgrader's preprocessors):
+
+* :mod:`.collect`   - intake: find the submissions (``<student>/<assignment>/<notebook>.ipynb``),
+  trusting nothing (no links followed, any unreadable notebook a row), and turn each into a
+  task: the student's code cells in order, and the place of each test, whose source always
+  comes from ``solutions/`` by ``grade_id``;
+* :mod:`.zipcollect` - ``autograder collect``: zips made by ``autograder submit`` into ``submitted/``;
+* :mod:`.sandbox`   - the bubblewrap command line and its limits;
 * :mod:`.scheduler` - a local pool of sandboxes (``--jobs``) or a Dask cluster (``--scheduler``);
 * :mod:`.gradebook` - scores into nbgrader's gradebook, autograded notebooks for formgrader;
 * :mod:`.feedback`  - one HTML page per student and assignment, without hidden test source;
@@ -29,11 +40,14 @@ STATUSES = {
                    "crashed (os._exit, a fatal signal); score 0",
     "memory-limit": "the test, or a cell before it, ran out of the memory limit; score 0",
     "output-limit": "the test, or a cell before it, wrote more output than the limit; score 0",
-    "tampered": "the submission changed protected state (torch, the checks, builtins, the "
-                "interpreter's hooks) or tried a forbidden operation: before its tests (their scores "
-                "are computed with everything restored) or during this test (score 0)",
-    "invalid-notebook": "the file is not a readable notebook (bad JSON, not nbformat, too large); score 0",
+    "tampered": "the student's process answered with something no honest process produces (an "
+                "observation that breaks the format, garbage on the grader's channels): score 0 for "
+                "the test it happened in; on the control channel every row is flagged",
+    "invalid-notebook": "the file is not a readable notebook (bad JSON, not nbformat, too large, nested too "
+                        "deeply, not a regular file) or is behind a symbolic link (never followed); score 0",
     "missing-notebook": "the assignment folder has no notebook of that name; score 0",
+    "refused": "not graded: the student folder's name is not a usable student id (nothing in it was read, "
+               "no feedback or gradebook entry is written); score 0",
     "grader-error": "the grader itself failed on this submission (a bug or a broken sandbox; "
                     "the command exits non-zero); score 0",
 }

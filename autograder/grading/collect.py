@@ -15,33 +15,25 @@ instructor's version runs. A task is:
 * ``tests``: ``{"id", "source", "points"}`` from the source;
 * ``files``: the other files of the student's assignment folder (copied to the scratch
   directory, as nbgrader runs a notebook next to its files).
+
+Intake trusts nothing: see :func:`find_submissions` and :func:`read_student_notebook`.
 """
 from __future__ import annotations
 
 import ast
 import base64
+import errno
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-# constructs in a student's code that have no business in this course's exercises and that
-# the in-process checks cannot fully stop (raw memory views) or that only serve tampering:
-# listed in OUT/review.txt for a human look (the grade is not changed by this scan)
-REVIEW_PATTERNS = {
-    "raw memory views (__array_interface__)": re.compile(r"__array_(interface|struct)__"),
-    "native calls (ctypes / cffi)": re.compile(r"\b(ctypes|cffi|_cffi_backend)\b"),
-    "interpreter internals (frames, gc, tracing)": re.compile(
-        r"_getframe|\bf_(back|locals|globals|trace)\b|\btb_frame\b|\bgi_frame\b|\bgc\.get_"
-        r"|set(trace|profile)\b|addaudithook|__code__|__closure__|__defaults__"),
-    "the grader's internals": re.compile(r"autograder\.grading|/proc/|\bos\.write\s*\(|\bos\.kill\b"),
-    "patching modules": re.compile(r"sys\.modules\s*\[|importlib\.reload|\bbuiltins\.\w+\s*=|"
-                                   r"\btorch(\.\w+)+\s*=[^=]|__class__\s*=[^=]"),
-    "torch dispatch hooks": re.compile(r"TorchFunctionMode|TorchDispatchMode|torch\.library|_set_torch_function"),
-    "IPython hooks": re.compile(r"input_transformers|ast_transformers|register_magic|events\.register"),
-}
+# nbgrader's student ids are folder names: only these are graded (the same rule as `autograder submit`)
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 MAX_FILES_BYTES = 50 * 1024 * 1024
 
@@ -166,7 +158,6 @@ class Submission:
     items: list = field(default_factory=list)
     layout: list = field(default_factory=list)
     files: list = field(default_factory=list)
-    review: list = field(default_factory=list)  # reasons for a human look (not a status)
 
     @property
     def key(self) -> str:
@@ -184,11 +175,28 @@ class Submission:
 
 
 def read_student_notebook(path: Path):
-    """The notebook at ``path``, or raise ValueError with a message for the instructor."""
-    size = path.stat().st_size
-    if size > MAX_NOTEBOOK_BYTES:
-        raise ValueError(f"the notebook is {size} bytes (limit {MAX_NOTEBOOK_BYTES})")
-    raw = path.read_bytes()
+    """The notebook at ``path``, or raise ValueError with a message for the instructor.
+
+    Never follows a link and never blocks: the file is opened with O_NOFOLLOW | O_NONBLOCK and
+    read only if it is a regular file, at most MAX_NOTEBOOK_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError("it is a symbolic link: the grader does not follow links, nothing behind it was read") \
+                from None
+        raise ValueError(f"it cannot be opened ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("it is not a regular file")
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise ValueError(f"the notebook is {info.st_size} bytes (limit {MAX_NOTEBOOK_BYTES})")
+        raw = os.read(fd, MAX_NOTEBOOK_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_NOTEBOOK_BYTES:
+        raise ValueError(f"the notebook is larger than {MAX_NOTEBOOK_BYTES} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -197,12 +205,15 @@ def read_student_notebook(path: Path):
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not a notebook: JSON nested too deeply to read") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
         raise ValueError("not a Jupyter notebook (no list of cells)")
     try:
         nb = nbformat.reads(text, as_version=4)
-    except Exception as exc:  # noqa: BLE001 - nbformat raises many types
-        raise ValueError(f"not a readable notebook: {type(exc).__name__}: {exc}"[:500]) from None
+        nbformat.validate(nb)
+    except Exception as exc:  # noqa: BLE001 - nbformat and jsonschema raise many types
+        raise ValueError(f"not a valid notebook: {type(exc).__name__}: {str(exc)[:300]}") from None
     for cell in nb.cells:
         if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
             raise ValueError("a cell is not a JSON object with a cell_type")
@@ -274,62 +285,115 @@ def plan(source: SourceNotebook, nb):
     return items, layout
 
 
-def review_reasons(items) -> list[str]:
-    code = "\n".join(item[2] for item in items if item[0] == "cell")
-    return [reason for reason, pattern in REVIEW_PATTERNS.items() if pattern.search(code)]
-
-
 def _extra_files(folder: Path) -> list:
+    """The other regular files of a student's assignment folder (no links, no hidden files)."""
     files, total = [], 0
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if any(part.startswith(".") for part in rel.parts) or path.suffix == ".ipynb":
-            continue
-        if path.is_symlink() or not path.is_file():
-            continue
-        size = path.stat().st_size
-        if total + size > MAX_FILES_BYTES:
-            break
-        total += size
-        files.append([str(rel), base64.b64encode(path.read_bytes()).decode()])
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if name.startswith(".") or path.suffix == ".ipynb":
+                continue
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if total + info.st_size > MAX_FILES_BYTES:
+                return files
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                try:
+                    data = os.read(fd, info.st_size + 1)[: info.st_size]
+                finally:
+                    os.close(fd)
+            except OSError:
+                continue
+            total += len(data)
+            files.append([str(path.relative_to(folder)), base64.b64encode(data).decode()])
     return files
+
+
+def _entries(folder: Path):
+    """``(name, path, is a real directory, is a link)`` of a folder's entries, never following links."""
+    out = []
+    with os.scandir(folder) as it:
+        for e in it:
+            if e.name.startswith("."):
+                continue
+            out.append((e.name, Path(e.path), e.is_dir(follow_symlinks=False), e.is_symlink()))
+    return sorted(out)
 
 
 def find_submissions(folder: Path, course: Course, warn=print) -> list[Submission]:
     """Every ``<student>/<assignment>/<notebook>.ipynb`` of a known assignment, sorted.
 
-    A student's assignment folder without a notebook of the source's name gets a
-    ``missing-notebook`` submission; an unreadable file an ``invalid-notebook`` one.
+    Trusts nothing in the folder: a link (student folder, assignment folder or notebook) is never
+    followed and gets ``invalid-notebook`` rows; a notebook that cannot be read or planned, for
+    any reason, an ``invalid-notebook`` row; a student folder whose name is not a usable student
+    id ``refused`` rows; an assignment folder without the notebook ``missing-notebook``.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"no submissions folder {folder}")
     assignments = course.assignments()
     out = []
-    for student_dir in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for a_dir in sorted(p for p in student_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if a_dir.name not in assignments:
-                warn(f"skipping {a_dir}: no assignment {a_dir.name!r} in {course.source}")
+    for student, student_dir, is_dir, is_link in _entries(folder):
+        if not is_dir and not is_link:
+            continue
+        if not STUDENT_ID.match(student):
+            warn(f"refusing {student_dir}: {student!r} is not a usable student id "
+                 "(letters, digits, '.', '_' and '-', starting with a letter or digit)")
+            for a in assignments:
+                out += _rows_only(student, a, course, "refused",
+                                  "the folder name is not a usable student id; nothing in it was read")
+            continue
+        if is_link:
+            warn(f"not following {student_dir}: it is a symbolic link")
+            for a in assignments:
+                out += _rows_only(student, a, course, "invalid-notebook",
+                                  "the student's folder is a symbolic link: nothing behind it was read")
+            continue
+        for a, a_dir, a_is_dir, a_is_link in _entries(student_dir):
+            if a not in assignments:
+                if a_is_dir or a_is_link:
+                    warn(f"skipping {a_dir}: no assignment {a!r} in {course.source}")
+                continue
+            if a_is_link:
+                warn(f"not following {a_dir}: it is a symbolic link")
+                out += _rows_only(student, a, course, "invalid-notebook",
+                                  "the assignment folder is a symbolic link: nothing behind it was read")
+                continue
+            if not a_is_dir:
                 continue
             files = _extra_files(a_dir)
-            known = {s.name for s in course.notebooks(a_dir.name)}
-            for extra in sorted(p.stem for p in a_dir.glob("*.ipynb")):
-                if extra not in known:
-                    warn(f"ignoring {a_dir / (extra + '.ipynb')}: not a notebook of the assignment")
-            for source in course.notebooks(a_dir.name):
+            known = {s.name for s in course.notebooks(a)}
+            for extra, path, _, _ in _entries(a_dir):
+                if extra.endswith(".ipynb") and extra[:-6] not in known:
+                    warn(f"ignoring {path}: not a notebook of the assignment")
+            for source in course.notebooks(a):
                 path = a_dir / f"{source.name}.ipynb"
-                sub = Submission(student_dir.name, a_dir.name, source.name, path, source)
-                if not path.is_file():
+                sub = Submission(student, a, source.name, path, source)
+                if not os.path.lexists(path):
                     sub.path, sub.status = None, "missing-notebook"
                     sub.message = f"no {source.name}.ipynb in the submitted folder"
                 else:
                     try:
                         sub.nb = read_student_notebook(path)
-                    except (ValueError, OSError) as exc:
-                        sub.status, sub.message = "invalid-notebook", str(exc)
-                    else:
                         sub.items, sub.layout = plan(source, sub.nb)
+                    except Exception as exc:  # noqa: BLE001 - any unreadable notebook is that student's row
+                        sub.nb, sub.items, sub.layout = None, [], []
+                        sub.status = "invalid-notebook"
+                        sub.message = str(exc) if isinstance(exc, ValueError) else \
+                            f"the notebook cannot be read: {type(exc).__name__}"
+                    else:
                         sub.files = files
-                        sub.review = review_reasons(sub.items)
                 out.append(sub)
     return out
+
+
+def _rows_only(student, assignment, course, status, message):
+    return [Submission(student, assignment, source.name, None, source, status=status, message=message)
+            for source in course.notebooks(assignment)]

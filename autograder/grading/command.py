@@ -131,6 +131,9 @@ def run(args) -> int:
         all_rows.extend(rows)
         if error:
             errors.append((sub.key, error))
+        if sub.status == "refused":  # not a usable id: no folder, no gradebook entry is made for it
+            bar.update(1)
+            return
         feedback.write(out, sub, rows, result)
         if writer is not None:
             writer.record(sub, rows)
@@ -167,11 +170,11 @@ def run(args) -> int:
     bar.close()
     report.write_csv(out / "grades.csv", all_rows)
     print(report.summary(all_rows, time.monotonic() - started, jobs_text))
-    flagged = [s for s in subs if s.review]
     review = out / "review.txt"
-    review.write_text("".join(f"{s.key}: {'; '.join(s.review)}\n" for s in flagged))
+    flagged = report.review_lines(all_rows)
+    review.write_text("".join(line + "\n" for line in flagged))
     if flagged:
-        print(f"{len(flagged)} notebook(s) use constructs worth a human look (scores unaffected): {review}")
+        print(f"{len(flagged)} notebook(s) need a human look (a status other than ok): {review}")
     print(f"wrote {out / 'grades.csv'} and {out / 'feedback'}"
           + ("" if args.no_gradebook else f"; gradebook {course.root / 'gradebook.db'}"))
     if errors:

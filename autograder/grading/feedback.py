@@ -41,9 +41,9 @@ def _cell_notes(sub, result) -> list[str]:
             if c.get("error") and st != "timeout":
                 text += f": {c['error'].splitlines()[0][:300]}"
             notes.append(text)
-    if result.get("pre_tamper"):
-        notes.append("Your notebook changed protected state (" + "; ".join(result["pre_tamper"][:3])
-                     + "). It was restored before your tests ran.")
+    if result.get("restored"):
+        notes.append("Your notebook replaced " + ", ".join(result["restored"][:5])
+                     + "; the originals were put back before each test.")
     return notes
 
 

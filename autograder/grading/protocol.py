@@ -1,33 +1,53 @@
-"""Length-prefixed JSON messages between the host and a sandbox (both directions)."""
+"""Frames between the grader's processes: a JSON header and an optional binary body.
+
+    frame = u32 header length | u32 body length | header (JSON object, UTF-8) | body
+
+Every reader bounds both lengths before reading, and a header that is not a JSON object is a
+:class:`ProtocolError`: a process that runs student code can write anything on its channel.
+"""
 from __future__ import annotations
 
 import json
 import os
+import select
 import struct
+import time
 
-HEADER = struct.Struct(">I")
-MAX_MESSAGE = 256 * 1024 * 1024
+HEADER = struct.Struct(">II")
+MAX_HEADER = 4 << 20
+MAX_BODY = 128 << 20
 
 
 class ProtocolError(RuntimeError):
     pass
 
 
-def encode(obj) -> bytes:
-    body = json.dumps(obj, separators=(",", ":")).encode()
-    return HEADER.pack(len(body)) + body
+class Timeout(RuntimeError):
+    pass
 
 
-def write_message(fd: int, obj) -> None:
-    data = memoryview(encode(obj))
+def encode(header: dict, body: bytes = b"") -> bytes:
+    h = json.dumps(header, separators=(",", ":")).encode()
+    return HEADER.pack(len(h), len(body)) + h + body
+
+
+def write_frame(fd: int, header: dict, body: bytes = b"") -> None:
+    data = memoryview(encode(header, body))
     while data:
         n = os.write(fd, data)
         data = data[n:]
 
 
-def _read_exactly(fd: int, n: int) -> bytes:
+def _read_exactly(fd: int, n: int, deadline=None) -> bytes:
     chunks = []
     while n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("no answer in time")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                raise Timeout("no answer in time")
         chunk = os.read(fd, min(n, 1 << 20))
         if not chunk:
             raise EOFError("the other side closed the channel")
@@ -36,8 +56,48 @@ def _read_exactly(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_message(fd: int):
-    (size,) = HEADER.unpack(_read_exactly(fd, HEADER.size))
-    if size > MAX_MESSAGE:
-        raise ProtocolError(f"message of {size} bytes")
-    return json.loads(_read_exactly(fd, size))
+def read_frame(fd: int, timeout=None, max_body=MAX_BODY):
+    """``(header, body)``; raises EOFError, :class:`Timeout` or :class:`ProtocolError`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    hlen, blen = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
+    if hlen > MAX_HEADER or blen > max_body:
+        raise ProtocolError(f"frame of {hlen} + {blen} bytes")
+    raw = _read_exactly(fd, hlen, deadline)
+    body = _read_exactly(fd, blen, deadline) if blen else b""
+    try:
+        header = json.loads(raw)
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        raise ProtocolError("a header that is not JSON") from None
+    if type(header) is not dict:
+        raise ProtocolError("a header that is not a JSON object")
+    return header, body
+
+
+class FrameReader:
+    """Incremental reader for a non-blocking fd (used by event loops)."""
+
+    def __init__(self, max_body=MAX_BODY):
+        self.buf = bytearray()
+        self.max_body = max_body
+
+    def feed(self, data: bytes):
+        self.buf += data
+        frames = []
+        while len(self.buf) >= HEADER.size:
+            hlen, blen = HEADER.unpack_from(self.buf)
+            if hlen > MAX_HEADER or blen > self.max_body:
+                raise ProtocolError(f"frame of {hlen} + {blen} bytes")
+            total = HEADER.size + hlen + blen
+            if len(self.buf) < total:
+                break
+            raw = bytes(self.buf[HEADER.size:HEADER.size + hlen])
+            body = bytes(self.buf[HEADER.size + hlen:total])
+            del self.buf[:total]
+            try:
+                header = json.loads(raw)
+            except (ValueError, RecursionError, UnicodeDecodeError):
+                raise ProtocolError("a header that is not JSON") from None
+            if type(header) is not dict:
+                raise ProtocolError("a header that is not a JSON object")
+            frames.append((header, body))
+        return frames

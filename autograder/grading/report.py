@@ -2,18 +2,16 @@
 
 The status of a row says why its score is what it is (:data:`autograder.grading.STATUSES`):
 
-* a test that ran and was reported with a valid signature is ``ok`` (score: full points,
-  nbgrader's partial credit, or 0 if it raised or wrote to stderr) - unless it failed
-  because it hit the memory or output limit, or protected state changed *during* it
-  (``tampered``, score 0);
-* when the submission changed protected state *before* its tests (or wrote forged results),
-  every row says ``tampered``; their scores were computed with everything restored, so they
-  are what the student's code earns, never more;
+* a test the judge ran to its end is ``ok`` (score: full points, nbgrader's partial credit,
+  or 0 if it raised or wrote to stderr);
+* a test during which the student's process could not answer says why, with score 0:
+  ``timeout`` (stopped at the limit), ``kernel-died``, ``memory-limit``, ``output-limit``,
+  or ``tampered`` (it answered with something the honest encoder never produces);
+* when the student process wrote garbage on its control channel every row says ``tampered``
+  (the scores are still the judge's verdicts on genuine observations: never more);
 * a failing row after a cell that hit a limit (time, memory, output) carries that limit's
-  status, so the instructor sees why;
-* a test whose process died without a result is ``timeout`` (killed at the limit),
-  ``output-limit`` or ``kernel-died``; a test never reached because the main line died gets
-  the reason the main line died.
+  status, so the instructor sees why; a test never reached because the student process died
+  gets the reason it died.
 """
 from __future__ import annotations
 
@@ -97,19 +95,9 @@ def rows_for(sub, result=None, error=None) -> list[Row]:
 
 def _score(row, test, k, sub, result):
     r = result["tests"][k]
-    forged = bool(result.get("forged"))
-    tampered_before = bool(result.get("pre_tamper")) or forged
-    if r.get("during"):  # protected state changed while this test ran: it cannot count
-        row.status = "tampered"
-        row.message = "protected state changed during this test: " + "; ".join(r["during"][:5])
-        return
-    if r.get("passed") and not r.get("lost") and not r.get("not_run"):
-        partial = r.get("partial")
-        row.score = min(float(partial), test.points) if partial is not None else test.points
-        row.status = "tampered" if tampered_before else "ok"
-        return
-    # score 0: say why
-    if r.get("not_run"):
+    garbled = bool(result.get("garbled"))
+    status = r.get("status")
+    if status == "not-run":
         row.status = _died_reason(sub, result)
         row.message = {
             "timeout": "not run: the notebook ran past the time limit before this test",
@@ -117,27 +105,43 @@ def _score(row, test, k, sub, result):
             "memory-limit": "not run: the notebook ran out of memory before this test",
             "output-limit": "not run: the notebook wrote too much output before this test",
         }.get(row.status, "not run")
-    elif r.get("lost"):
-        if r.get("killed"):
-            row.status, row.message = "timeout", "the test ran past the time limit and was stopped"
-        elif r.get("output_full"):
-            row.status, row.message = "output-limit", "the test wrote more output than the limit"
-        else:
-            row.status, row.message = "kernel-died", "the test's process exited or crashed without a result"
-    else:
-        row.message = r.get("message") or ""
-        if r.get("error") and not row.message.startswith(r["error"]):
-            row.message = f"{r['error']}: {row.message}" if row.message else r["error"]
-        if r.get("memory"):
-            row.status = "memory-limit"
-        elif r.get("output_full"):
-            row.status = "output-limit"
-        else:
-            row.status = _limit_before(sub, result, k) or "ok"
-    if tampered_before:
+        return
+    if status:  # the test could not count: why
+        row.status = status
+        row.message = r.get("message") or STATUS_MESSAGES.get(status, status)
+        return
+    if r.get("passed"):
+        partial = r.get("partial")
+        row.score = min(float(partial), test.points) if partial is not None else test.points
+        row.status = "tampered" if garbled else "ok"
+        return
+    row.message = r.get("message") or ""
+    if r.get("error") and not row.message.startswith(r["error"]):
+        row.message = f"{r['error']}: {row.message}" if row.message else r["error"]
+    row.status = _limit_before(sub, result, k) or "ok"
+    if garbled:
         row.status = "tampered"
-        if forged:
-            row.message = "the submission wrote forged results; " + row.message
+
+
+STATUS_MESSAGES = {
+    "timeout": "the test ran past the time limit and was stopped",
+    "kernel-died": "the student's process exited or crashed during the test",
+    "memory-limit": "the student's code ran out of memory during the test",
+    "output-limit": "the student's code wrote more output than the limit",
+    "tampered": "the student's process sent an answer that cannot be genuine",
+    "grader-error": "the grader failed on this test",
+}
+
+
+def safe_cell(value: str) -> str:
+    """A CSV cell a spreadsheet will not run: text starting with = + - @ (or a tab or carriage
+    return) gets a leading apostrophe, unless it is a number."""
+    if value and value[0] in "=+-@\t\r":
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
 
 
 def write_csv(path: Path, rows) -> None:
@@ -146,7 +150,24 @@ def write_csv(path: Path, rows) -> None:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         writer.writeheader()
         for row in rows:
-            writer.writerow(row.csv())
+            writer.writerow({k: safe_cell(v) for k, v in row.csv().items()})
+
+
+def review_lines(rows) -> list[str]:
+    """One line per notebook with a status other than ok: what happened, for a human look."""
+    notebooks: dict = {}
+    for r in rows:
+        if r.status != "ok":
+            notebooks.setdefault((r.student, r.assignment, r.notebook), []).append(r)
+    lines = []
+    for (student, assignment, notebook), rs in sorted(notebooks.items()):
+        reasons = []
+        for r in rs:
+            text = f"{r.status}" + (f" ({r.message.splitlines()[0][:200]})" if r.message else "")
+            if text not in reasons:
+                reasons.append(text)
+        lines.append(f"{safe_cell(student)}/{assignment}/{notebook}: " + "; ".join(reasons[:5]))
+    return lines
 
 
 def progress(total: int, enabled=True):

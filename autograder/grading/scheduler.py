@@ -1,7 +1,7 @@
 """Running the grading tasks: a local pool of sandboxes, or a Dask cluster.
 
-* :class:`LocalPool` (``--jobs N``): N worker threads, each owning one sandbox (a warm
-  zygote, see :mod:`.sandbox`), taking tasks from a queue.
+* :class:`LocalPool` (``--jobs N``): N worker threads, each owning one supervisor (a
+  sandbox with a warm zygote, and a judge; see :mod:`.supervisor`), taking tasks from a queue.
 * :func:`run_dask` (``--scheduler ADDRESS``): the same tasks submitted to a Dask
   distributed scheduler; each Dask worker thread keeps a sandbox of its own (started on
   first use), so a cluster of machines with this environment installed grades in parallel
@@ -18,7 +18,8 @@ import queue
 import threading
 import traceback
 
-from .sandbox import Worker, WorkerFailure, close_all, thread_worker
+from .sandbox import WorkerFailure
+from .supervisor import Supervisor, close_all, thread_supervisor
 
 
 class LocalPool:
@@ -62,8 +63,8 @@ class LocalPool:
     def _worker(self):
         worker = None
         try:
-            worker = Worker(preload=self.options.get("preload", ()), sandbox=self.options.get("sandbox", True),
-                            memory_limit=self.options.get("memory_limit"), log_dir=self.options.get("log_dir"))
+            worker = Supervisor(preload=self.options.get("preload", ()), sandbox=self.options.get("sandbox", True),
+                                memory_limit=self.options.get("memory_limit"), log_dir=self.options.get("log_dir"))
             try:
                 worker.start()
             except WorkerFailure as exc:
@@ -95,7 +96,7 @@ def grade_with_retry(worker, task):
 
 def grade_task(task: dict, options: dict):
     """Run on a Dask worker: grade one task in this thread's sandbox."""
-    worker = thread_worker(options)
+    worker = thread_supervisor(options)
     result, error = grade_with_retry(worker, task)
     return {"result": result, "error": error}
 

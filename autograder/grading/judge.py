@@ -1,0 +1,320 @@
+"""On the host, outside the sandbox: the judge, the only process that decides a verdict.
+
+It never runs student code and never loads anything a student process sent except through
+:mod:`autograder.observation` (JSON, checked field by field). It runs the instructor's test
+cells - taken from the course's source notebooks by the host, never from the sandbox - in a
+namespace where each name the student's notebook defines is a :class:`~autograder.remote.Remote`
+handle (a function or class: calling it is a request to the student's test process), a
+module imported here by name, or a small value decoded from the student's report. Every
+verdict - pass or fail, partial credit, the message - is computed here.
+
+Process structure: a warm parent (torch, the checks) forks one child per submission, so one
+notebook's tests never see another's state. Channel: frames of :mod:`.protocol` on the
+descriptors given at start (moved off 0/1, which point at /dev/null and the log)::
+
+    supervisor -> judge:   {"op": "begin", "tests": [{"id", "source", "points"}]}
+                           {"op": "test", "k", "names", "restored"}     run test k
+                           {"ev": "reply", "status"?} + body            the answer to a call
+                           {"op": "end"}  /  {"op": "quit"}
+    judge -> supervisor:   {"ev": "child", "pid"}, {"ev": "ready"}
+                           {"op": "call", "quiet", "rng"} + pickled call
+                           {"ev": "verdict", "k", ...}
+                           {"ev": "child-exit", "status"}
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import io
+import os
+import sys
+import time
+
+from .protocol import read_frame, write_frame
+
+PROTO_IN, PROTO_OUT = 1021, 1022
+TEST_OUTPUT_KEEP = 50_000
+MESSAGE_KEEP = 1_500
+# modules a student's notebook may name that the judge does not import for it
+NEVER_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "tkinter"})
+MEMORY_WORDS = ("can't allocate memory", "DefaultCPUAllocator", "out of memory", "Cannot allocate memory")
+
+
+def main():
+    os.dup2(0, PROTO_IN)
+    os.dup2(1, PROTO_OUT)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # a print at the C level goes to the log, never into the channel
+    os.close(devnull)
+    for fd in (PROTO_IN, PROTO_OUT):
+        os.set_inheritable(fd, False)
+    config, _ = read_frame(PROTO_IN)
+    cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
+    warm_up(config.get("preload", ()))
+    write_frame(PROTO_OUT, {"ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            msg, _ = read_frame(PROTO_IN)
+        except EOFError:
+            os._exit(0)
+        op = msg.get("op")
+        if op == "quit":
+            os._exit(0)
+        if op != "begin":
+            continue
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                Submission(msg["tests"]).run()
+            except BaseException:  # noqa: BLE001
+                import traceback
+
+                traceback.print_exc()
+                code = 70
+            finally:
+                os._exit(code)
+        write_frame(PROTO_OUT, {"ev": "child", "pid": pid})
+        _, status = os.waitpid(pid, 0)
+        write_frame(PROTO_OUT, {"ev": "child-exit", "status": status})
+
+
+def warm_up(preload):
+    import torch  # noqa: F401
+
+    import autograder.checks  # noqa: F401
+    import cloudpickle  # noqa: F401
+    from autograder import observation
+
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001
+            print(f"judge preload {name}: {exc!r}", file=sys.stderr)
+    x = torch.randn(4, requires_grad=True)
+    torch.relu(x).sum().backward()
+    observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode((x, [1.5])))))
+    cloudpickle.dumps((lambda t: t, x))
+
+
+class Channel:
+    """The judge's end of calls into student code (:data:`autograder.remote.CHANNEL`)."""
+
+    def call(self, header: dict, payload: bytes) -> bytes:
+        from autograder.remote import StudentProcessError
+
+        write_frame(PROTO_OUT, dict(header, op="call"), payload)
+        reply, body = read_frame(PROTO_IN)
+        status = reply.get("status")
+        if status:
+            error = StudentProcessError(str(status), str(reply.get("message", status))[:500])
+            PROBLEMS.append(error)
+            raise error
+        return body
+
+
+PROBLEMS: list = []  # what went wrong with the student's process during the current test
+
+
+class _Capture(io.TextIOBase):
+    """A test's stdout or stderr: kept up to a size, counted beyond."""
+
+    def __init__(self):
+        self.parts = []
+        self.kept = 0
+        self.size = 0
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        if not isinstance(text, str):
+            text = str(text)
+        self.size += len(text)
+        if self.kept < TEST_OUTPUT_KEEP:
+            piece = text[: TEST_OUTPUT_KEEP - self.kept]
+            self.parts.append(piece)
+            self.kept += len(piece)
+        return len(text)
+
+    def text(self):
+        out = "".join(self.parts)
+        if self.size > self.kept:
+            out += f"\n... [{self.size - self.kept} more characters not kept]"
+        return out
+
+
+class Submission:
+    """The judge's view of one notebook: its tests, run in order in one namespace."""
+
+    def __init__(self, tests):
+        from autograder import remote
+
+        remote.CHANNEL = Channel()
+        self.tests = tests
+        self.compiled = [compile_test(t["source"], t["id"]) for t in tests]
+        self.ns = {"__name__": "__main__", "__builtins__": builtins}
+        self.bound = set()
+
+    def run(self):
+        write_frame(PROTO_OUT, {"ev": "ready"})
+        while True:
+            msg, _ = read_frame(PROTO_IN)
+            op = msg.get("op")
+            if op == "end":
+                return
+            if op == "test":
+                k = msg.get("k")
+                if type(k) is not int or not 0 <= k < len(self.tests):
+                    continue
+                verdict = self.run_test(k, msg.get("names"))
+                write_frame(PROTO_OUT, dict(verdict, ev="verdict", k=k))
+
+    def bind(self, names):
+        """Bind the student's names for the next test (see the module docstring)."""
+        from autograder import observation
+        from autograder.remote import Remote, StudentProcessError
+
+        if names is None:
+            names = {}
+        if type(names) is not dict:
+            raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
+        for name in self.bound - set(names):
+            self.ns.pop(name, None)
+        self.bound = set()
+        for name, info in names.items():
+            if type(name) is not str or not name.isidentifier() or name.startswith("__") or type(info) is not dict:
+                raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
+            kind = info.get("kind")
+            if kind == "module":
+                module = _import(info.get("module"))
+                value = module if module is not None else Remote((name,))
+            elif kind == "value":
+                try:
+                    value = observation.Decoder().decode(info.get("value"))
+                except observation.ObservationError as exc:
+                    raise StudentProcessError("tampered", f"a value that is not genuine: {exc}") from None
+            elif kind == "callable":
+                value = Remote((name,))
+            else:
+                raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
+            self.ns[name] = value
+            self.bound.add(name)
+
+    def run_test(self, k, names):
+        from autograder.messages import CheckFailure  # noqa: F401 - (imported for its side effects: none)
+        from autograder.remote import StudentProcessError
+
+        PROBLEMS.clear()
+        started = time.perf_counter()
+        out, err = _Capture(), _Capture()
+        passed, partial, name, message = False, None, "", ""
+        compiled = self.compiled[k]
+        real = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, err
+        try:
+            self.bind(names)
+            if compiled is None:
+                raise SyntaxError("the instructor's test cell does not compile")
+            body, last = compiled
+            exec(body, self.ns)
+            value = eval(last, self.ns) if last is not None else None
+            passed = True
+            partial = partial_grade(value)
+        except BaseException as exc:  # noqa: BLE001 - the test failed: whatever it raised
+            name, message = describe(exc)
+            if isinstance(exc, StudentProcessError) and exc not in PROBLEMS:
+                PROBLEMS.append(exc)
+            memory = isinstance(exc, MemoryError) or any(w in message for w in MEMORY_WORDS)
+            if memory and not PROBLEMS:
+                PROBLEMS.append(StudentProcessError("memory-limit", message))
+            elif isinstance(exc, OSError) and "File too large" in message and not PROBLEMS:
+                PROBLEMS.append(StudentProcessError("output-limit", message))
+        finally:
+            sys.stdout, sys.stderr = real
+        status = PROBLEMS[0].status if PROBLEMS else None
+        if status and passed:  # the test swallowed what went wrong: it cannot count
+            passed, partial = False, None
+            name, message = "StudentProcessError", str(PROBLEMS[0])
+        wrote_stderr = err.size > 0
+        if wrote_stderr and passed:
+            passed = False
+            message = "the test wrote to stderr (nbgrader scores that as a failure)"
+        output = out.text() + (err.text() if err.size else "")
+        return {
+            "passed": passed, "partial": partial, "error": name, "message": message[:MESSAGE_KEEP],
+            "status": status, "stderr": wrote_stderr, "output": output,
+            "seconds": round(time.perf_counter() - started, 4),
+        }
+
+
+def _import(name):
+    """The judge's own import of a module the student's notebook uses, or None."""
+    if type(name) is not str or not name or name.split(".")[0] in NEVER_IMPORT:
+        return None
+    if name in sys.modules:
+        return sys.modules[name]
+    if not all(part.isidentifier() for part in name.split(".")):
+        return None
+    try:
+        spec = importlib.util.find_spec(name.split(".")[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin in (None, "namespace"):
+        return None
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    origin = os.path.realpath(spec.origin) if spec.origin not in ("built-in", "frozen") else None
+    if origin is not None and not any(origin.startswith(r + os.sep) for r in roots):
+        return None
+    try:
+        return importlib.import_module(name)
+    except BaseException:  # noqa: BLE001
+        return None
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def compile_test(source, grade_id):
+    """``(body, last expression or None)``, or None when the cell does not compile."""
+    filename = f"<test {grade_id}>"
+    try:
+        tree = ast.parse(source, filename)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not source.rstrip().endswith(";"):
+            last = ast.Expression(tree.body.pop().value)
+        body = compile(tree, filename, "exec", dont_inherit=True)
+        last_code = compile(last, filename, "eval", dont_inherit=True) if last is not None else None
+    except (SyntaxError, ValueError):
+        return None
+    return body, last_code
+
+
+def partial_grade(value):
+    """nbgrader's rule for a test cell's displayed result: a number is partial credit."""
+    if value is None:
+        return None
+    try:
+        grade = float(repr(value))  # values here are plain data or the grader's own objects
+    except (ValueError, TypeError):
+        return None
+    if grade != grade or grade < 0:
+        return None
+    return grade
+
+
+def describe(exc):
+    """``(exception name, message)`` for the feedback - never a traceback."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+    except BaseException:  # noqa: BLE001
+        text = ""
+    return name[:200], text[:MESSAGE_KEEP]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,399 @@
+"""Inside the sandbox: the student process - the only place where student code runs.
+
+Forked by the zygote once per submission (in a pid namespace of its own, with no
+capabilities), the *main line* runs the student's code cells in notebook order through
+IPython, going on after errors like nbgrader. At each run of consecutive test cells it forks
+a *test process*, which holds the state the cells left and serves the judge's requests until
+the zygote tells the main line to go on:
+
+* ``begin`` - a test starts: restore what the cells replaced in torch and ``autograder``
+  (never what they added), and report the names the notebook defines (:func:`names_report`);
+* ``call`` - perform one call into student code (:func:`autograder.remote.serve_call`) and
+  reply with the observation.
+
+Nothing here is trusted: the judge treats every reply as data to check. This module holds
+no test, no expected value and no secret; the instructor's tests never enter the sandbox.
+
+Descriptors of a student process: 0 /dev/null, 1 and 2 output files, ``CTL_FD`` events to the
+zygote (JSON lines), ``CMD_FD`` one-byte commands from the zygote, ``REQ_FD`` / ``REP_FD``
+request and reply frames (:mod:`.protocol`) of the test process, ``TOK_FD`` the process
+ration (one byte per process the submission may still start).
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import sys
+import types
+
+from .protocol import FrameReader, ProtocolError, write_frame
+
+CTL_FD, CMD_FD, REQ_FD, REP_FD, TOK_FD = 3, 4, 5, 6, 7
+MESSAGE_KEEP = 1_500
+IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
+CHEAP_ELEMENTS = 4096
+
+# namespaces whose entries a cell may not *replace* for the tests (additions are kept, and so
+# is global state such as the default dtype or grad mode: nbgrader's kernel keeps them too)
+PROTECTED = ("torch", "torch.nn", "torch.nn.functional", "torch.autograd", "torch.autograd.function",
+             "torch.autograd.grad_mode", "torch.optim", "torch.func", "torch.utils.checkpoint",
+             "autograder", "autograder.checks", "autograder.observation",
+             "autograder.messages", "builtins", "copy", "pickle", "math")
+PROTECTED_CLASSES = (("torch", "Tensor"), ("torch.nn", "Module"), ("torch.nn", "Parameter"),
+                     ("torch.autograd", "Function"), ("torch.optim", "Optimizer"),
+                     ("autograder.checks", "CallRecorder"))
+
+
+class Restorer:
+    """Entries of a few namespaces as they were in the warm zygote; ``restore()`` puts back
+    every entry a cell replaced or deleted and returns their names."""
+
+    def __init__(self):
+        self.spaces = []
+        for name in PROTECTED:
+            module = sys.modules.get(name)
+            if isinstance(module, types.ModuleType):
+                self.spaces.append((name, module.__dict__, None, dict(module.__dict__)))
+        for modname, clsname in PROTECTED_CLASSES:
+            cls = getattr(sys.modules.get(modname), clsname, None)
+            if isinstance(cls, type):
+                self.spaces.append((f"{modname}.{clsname}", None, cls, dict(vars(cls))))
+
+    def restore(self) -> list:
+        changed = []
+        for label, d, cls, saved in self.spaces:
+            current = d if d is not None else vars(cls)
+            for key, value in saved.items():
+                now = current.get(key, _MISSING)
+                if now is value:
+                    continue
+                if key in ("__doc__", "__annotations__", "__weakref__", "__dict__") or key.startswith("__pyx"):
+                    continue
+                try:
+                    if d is not None:
+                        d[key] = value
+                    else:
+                        setattr(cls, key, value)
+                    changed.append(f"{label}.{key}")
+                except (AttributeError, TypeError):
+                    changed.append(f"{label}.{key} (could not be restored)")
+        return changed
+
+
+_MISSING = object()
+
+
+# --------------------------------------------------------------------------- main line
+
+
+def main_line(task, shell, restorer, config, namespace_helper):
+    """One submission, in the forked student process (never returns)."""
+    os.setsid()
+    if not namespace_helper.drop_privileges() and config["sandboxed"]:
+        os._exit(71)  # never run student code with capabilities
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.closerange(TOK_FD + 1, 65536)
+    limits = task["limits"]
+    _set_limits(limits)
+    _ration_processes()
+    outdir = config["outdir"]
+    os.chdir(config["scratch"])
+    os.environ["HOME"] = config["home"]
+    sys.path.insert(0, "")
+    me = os.getpid()
+
+    def send(msg):
+        os.write(CTL_FD, json.dumps(msg).encode() + b"\n")
+
+    items = task["items"]
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item[0] == "cell":
+            i += 1
+            _, index, source = item
+            _redirect(_fresh(os.path.join(outdir, f"cell-{index}.txt")))
+            send({"c": index, "e": "start"})
+            error = kind = None
+            exc = None
+            try:
+                result = shell.run_cell(source, store_history=False)
+                exc = result.error_before_exec or result.error_in_exec
+            except KeyboardInterrupt:
+                error, kind = "KeyboardInterrupt", "interrupted"
+            except BaseException as caught:  # noqa: BLE001 - a student cell cannot stop the grading
+                exc = caught
+            if os.getpid() != me:  # a process the student's cell forked: it must not go on grading
+                os._exit(0)
+            if exc is not None:
+                error, kind = describe_error(exc)
+            _flush()
+            send({"c": index, "e": "end", "error": error, "kind": kind})
+        else:
+            ks = []
+            while i < len(items) and items[i][0] == "test":
+                ks.append(items[i][1])
+                i += 1
+            _tests(ks, shell, restorer, outdir, send, me)
+    _flush()
+    send({"done": True})
+    os._exit(0)
+
+
+def _tests(ks, shell, restorer, outdir, send, me):
+    """Fork test processes for the tests ``ks`` until the zygote says to go on."""
+    send({"tests": ks})
+    n = 0
+    while True:
+        n += 1
+        fd = _fresh(os.path.join(outdir, f"tests-{ks[0]}-{n}.txt"), read=True)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _redirect(fd)
+                serve(shell, restorer)
+            except BaseException as exc:  # noqa: BLE001
+                import traceback
+
+                _dbg("serve failed", "".join(traceback.format_exception(exc)))
+            finally:
+                os._exit(0)
+        os.close(fd)
+        status, killed = _wait_child(pid)
+        _dbg("child exit", status, killed)
+        send({"test-exit": _exit_code(status), "killed": killed})
+        command = _command()
+        _dbg("command", command)
+        if command != b"f":
+            return
+
+
+def _wait_child(pid):
+    """Wait for the test process; kill it when the zygote sends ``k`` (read nothing more)."""
+    killed = False
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        pidfd = None
+    status = -1
+    while True:
+        try:
+            waits = [CMD_FD] + ([pidfd] if pidfd is not None else [])
+            ready, _, _ = select.select(waits, [], [], 0.05 if pidfd is None else None)
+            if CMD_FD in ready:
+                byte = os.read(CMD_FD, 1)
+                if byte in (b"k", b""):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    killed = True
+                    status = os.waitpid(pid, 0)[1]
+                    break
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+        except (KeyboardInterrupt, InterruptedError):  # an interrupt meant for a cell, arriving late
+            continue
+        except ChildProcessError:
+            break
+    if pidfd is not None:
+        os.close(pidfd)
+    return status, killed
+
+
+def _dbg(*a):
+    if os.environ.get("AUTOGRADER_DEBUG"):
+        with open(os.environ["AUTOGRADER_DEBUG"], "a") as fh:
+            print(os.getpid(), *a, file=fh)
+
+
+def _command():
+    while True:
+        try:
+            byte = os.read(CMD_FD, 1)
+        except KeyboardInterrupt:
+            continue
+        if byte in (b"f", b"c", b""):
+            return byte
+
+
+def _exit_code(status):
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return 70
+
+
+# --------------------------------------------------------------------------- test process
+
+
+def serve(shell, restorer):
+    """The test process: answer the judge's requests, in order, until killed."""
+    from autograder import remote
+
+    remote.NAMESPACE = shell.user_ns
+    remote.CHANNEL = None
+    reader = FrameReader()
+    while True:
+        try:  # (the descriptor is shared with the zygote, which keeps it non-blocking)
+            select.select([REQ_FD], [], [])
+            chunk = os.read(REQ_FD, 1 << 20)
+        except (KeyboardInterrupt, BlockingIOError, InterruptedError):
+            continue
+        if not chunk:
+            return
+        try:
+            frames = reader.feed(chunk)
+        except ProtocolError as exc:
+            _dbg("protocol", exc, chunk[:100])
+            return
+        for header, body in frames:
+            seq = header.get("seq")
+            op = header.get("op")
+            if op == "begin":
+                restored = restorer.restore()
+                reply = {"seq": seq, "names": names_report(shell.user_ns), "restored": restored[:20]}
+                write_frame(REP_FD, reply)
+            elif op == "call":
+                try:
+                    data = remote.serve_call(header, body)
+                except BaseException as exc:  # noqa: BLE001 - e.g. the arguments did not unpickle
+                    from autograder import observation
+
+                    data = observation.dumps({"error": f"the call could not be made: "
+                                                       f"{type(exc).__name__}: {exc}"[:500]})
+                write_frame(REP_FD, {"seq": seq}, data)
+            else:
+                write_frame(REP_FD, {"seq": seq, "error": "unknown request"})
+
+
+def names_report(ns) -> dict:
+    """The names the notebook defines, as the judge binds them: modules by name, callables as
+    handles, small values by value."""
+    from autograder import observation
+
+    out = {}
+    for name, value in list(ns.items()):
+        if type(name) is not str or name.startswith("_") or name in IPYTHON_NAMES:
+            continue
+        if isinstance(value, types.ModuleType):
+            modname = getattr(value, "__name__", None)
+            out[name] = {"kind": "module", "module": modname if isinstance(modname, str) else ""}
+        elif callable(value) or isinstance(value, type):
+            out[name] = {"kind": "callable"}
+        elif _cheap(value):
+            try:
+                out[name] = {"kind": "value", "value": observation.Encoder().encode(value)}
+            except Exception:  # noqa: BLE001
+                out[name] = {"kind": "callable"}
+        else:
+            out[name] = {"kind": "callable"}
+        if len(out) >= 2000:
+            break
+    return out
+
+
+def _cheap(value, depth=0) -> bool:
+    if value is None or type(value) in (bool, int, float, complex):
+        return True
+    if type(value) is str:
+        return len(value) <= 10_000
+    torch = sys.modules.get("torch")
+    if torch is not None and type(value) is torch.Tensor:
+        return value.numel() <= CHEAP_ELEMENTS
+    if type(value) in (list, tuple, set, frozenset) and depth < 3:
+        return len(value) <= 100 and all(_cheap(v, depth + 1) for v in value)
+    if type(value) is dict and depth < 3:
+        return len(value) <= 100 and all(_cheap(k, depth + 1) and _cheap(v, depth + 1) for k, v in value.items())
+    return False
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _redirect(fd):
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _fresh(path, read=False):
+    """A new, empty regular file at ``path`` (whatever the student may have put there)."""
+    try:
+        os.unlink(path)
+    except IsADirectoryError:
+        shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        pass
+    mode = os.O_RDWR if read else os.O_WRONLY
+    return os.open(path, mode | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def describe_error(exc):
+    try:
+        name = type(exc).__name__
+        text = BaseException.__str__(exc)
+    except BaseException:  # noqa: BLE001
+        name, text = "Exception", ""
+    kind = "error"
+    if isinstance(exc, MemoryError) or is_memory_message(text):
+        kind = "memory"
+    elif isinstance(exc, KeyboardInterrupt):
+        kind = "interrupted"
+    return f"{name}: {text}"[:MESSAGE_KEEP], kind
+
+
+def is_memory_message(text):
+    return any(s in text for s in ("can't allocate memory", "DefaultCPUAllocator", "out of memory",
+                                   "Cannot allocate memory"))
+
+
+def _set_limits(limits):
+    def cap(res, value):
+        try:
+            soft, hard = resource.getrlimit(res)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError):
+            pass
+
+    if limits.get("address_space"):
+        cap(resource.RLIMIT_AS, int(limits["address_space"]))
+    cap(resource.RLIMIT_FSIZE, int(limits["output"]))
+    cap(resource.RLIMIT_CPU, int(float(limits["wall"])) + 5)
+    cap(resource.RLIMIT_CORE, 0)
+    cap(resource.RLIMIT_NOFILE, 256)
+
+
+def _ration_processes():
+    """At most as many new processes as the zygote put tokens in ``TOK_FD`` (shared by every
+    process of the submission). A guard against runaway forks, not a security boundary: the
+    pid namespace and the final kill are (native code can fork without asking)."""
+
+    def hook(event, args):
+        if event in ("os.fork", "os.forkpty", "os.posix_spawn", "subprocess.Popen", "os.system"):
+            try:
+                if os.read(TOK_FD, 1):
+                    return
+            except (BlockingIOError, OSError):
+                pass
+            raise OSError(11, "Resource temporarily unavailable: the grader allows a submission only a few "
+                              "processes")
+
+    sys.addaudithook(hook)

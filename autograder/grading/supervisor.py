@@ -1,0 +1,483 @@
+"""On the host: a worker's supervisor - one sandbox (the zygote) and one judge, and the rules.
+
+For each submission it sends the zygote the student's cells and the places of the tests
+(never a test's source), and the judge the tests (never anything from the student but
+observations). When the student process reaches a run of tests, the supervisor runs each
+test in the judge and carries every call the test makes into student code to the student's
+test process, and every observation back - enforcing each test's time limit (it stops the
+test process), the notebook's wall limit, and a size limit on everything it carries. It
+decides no verdict: the judge does.
+
+The result of a submission: ``{"cells": [...], "tests": [...], "main", "garbled", "restored",
+"seconds"}``, each test ``{"passed", "partial", "error", "message", "status", "output",
+"seconds"}`` (status: None, or why the test could not count: timeout, kernel-died,
+memory-limit, output-limit, tampered, not-run).
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .protocol import ProtocolError, Timeout, read_frame, write_frame
+from .sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
+
+STARTUP_TIMEOUT = 600
+GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
+
+
+class _Process:
+    """A child process speaking frames on its stdin/stdout, stderr to a log file."""
+
+    def __init__(self, cmd, log_path, env=None, cwd=None, pass_fds=()):
+        log = open(log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                     pass_fds=pass_fds, env=env, cwd=cwd)
+        log.close()
+        self.log_path = Path(log_path)
+        self.out = self.proc.stdout.fileno()
+        self.inp = self.proc.stdin.fileno()
+
+    def send(self, header, body=b""):
+        write_frame(self.inp, header, body)
+
+    def read(self, timeout=None):
+        return read_frame(self.out, timeout=timeout)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def log_tail(self, n=3000):
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def close(self):
+        try:
+            if self.proc.poll() is None:
+                self.send({"op": "quit"})
+                self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001
+                pass
+        try:
+            if self.log_path.stat().st_size == 0:
+                self.log_path.unlink()
+        except OSError:
+            pass
+
+
+class Supervisor:
+    """One sandbox and one judge; grades one task at a time (:meth:`grade`)."""
+
+    def __init__(self, preload=(), sandbox=True, memory_limit=None, log_dir=None, judge_preload=None):
+        self.preload = sorted(set(preload))
+        self.judge_preload = sorted(set(judge_preload if judge_preload is not None else preload))
+        self.sandbox = sandbox
+        self.memory_limit = memory_limit
+        self.log_dir = Path(log_dir or tempfile.gettempdir())
+        self.zygote = None
+        self.judge = None
+        self.vm_base = None
+        self._tmp = None
+        self.seq = _Seq()
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self):
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError:  # e.g. the host's folder on a remote Dask worker
+            self.log_dir = Path(tempfile.gettempdir())
+        self._start_judge()
+        self._start_zygote()
+        return self
+
+    def _log(self, prefix):
+        fd, path = tempfile.mkstemp(prefix=prefix, suffix=".log", dir=self.log_dir)
+        os.close(fd)
+        return path
+
+    def _start_zygote(self):
+        info_r = info_w = None
+        if self.sandbox:
+            info_r, info_w = os.pipe()
+            cmd = bwrap_command(python_command("zygote"), info_fd=info_w)
+            tmp = sandbox_tmp()
+            config = {"sandboxed": True, "scratch": f"{tmp}/work", "outdir": f"{tmp}/out", "home": f"{tmp}/home",
+                      "tmp": tmp}
+            env = cwd = None
+        else:
+            self._tmp = tempfile.mkdtemp(prefix="autograder-nosandbox-")
+            cmd = python_command("zygote")
+            config = {"sandboxed": False, "scratch": f"{self._tmp}/work", "outdir": f"{self._tmp}/out",
+                      "home": f"{self._tmp}/home", "tmp": self._tmp}
+            env = dict(os.environ, **sandbox_env(home=config["home"], tmp=self._tmp))
+            cwd = self._tmp
+        config.update(preload=self.preload)
+        self.zygote = _Process(cmd, self._log("zygote-"), env=env, cwd=cwd,
+                               pass_fds=(info_w,) if info_w is not None else ())
+        zygote_pid = self.zygote.proc.pid
+        if info_w is not None:
+            os.close(info_w)
+            info = _read_info(info_r)
+            os.close(info_r)
+            init = info.get("child-pid")
+            if isinstance(init, int):
+                kids = []
+                for _ in range(200):
+                    kids = _children(init)
+                    if kids:
+                        break
+                    time.sleep(0.01)
+                zygote_pid = kids[0] if kids else None
+        try:
+            self.zygote.send(config)
+            ready, _ = self.zygote.read(STARTUP_TIMEOUT)
+        except (OSError, EOFError, ProtocolError, Timeout) as exc:
+            tail = self.zygote.log_tail()
+            self.close()
+            raise WorkerFailure(f"the sandbox did not start: {exc}\n{tail}") from None
+        if not ready.get("ready"):
+            tail = self.zygote.log_tail()
+            self.close()
+            raise WorkerFailure(f"the sandbox did not start: {ready}\n{tail}")
+        self.vm_base = _vm_size(zygote_pid) if zygote_pid else None
+
+    def _start_judge(self):
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                   MPLBACKEND="Agg")
+        self.judge = _Process(python_command("judge"), self._log("judge-"), env=env,
+                              cwd=tempfile.gettempdir())
+        try:
+            self.judge.send({"preload": self.judge_preload})
+            ready, _ = self.judge.read(STARTUP_TIMEOUT)
+        except (OSError, EOFError, ProtocolError, Timeout) as exc:
+            tail = self.judge.log_tail()
+            self.close()
+            raise WorkerFailure(f"the judge did not start: {exc}\n{tail}") from None
+        if not ready.get("ready"):
+            self.close()
+            raise WorkerFailure(f"the judge did not start: {ready}")
+
+    @property
+    def address_space(self):
+        if self.vm_base and self.memory_limit:
+            return self.vm_base + int(self.memory_limit)
+        return None
+
+    def close(self):
+        for p in (self.zygote, self.judge):
+            if p is not None:
+                p.close()
+        self.zygote = self.judge = None
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def log_tail(self):
+        return "\n".join(p.log_tail() for p in (self.zygote, self.judge) if p is not None)
+
+    # -- grading ---------------------------------------------------------------------
+    def grade(self, task: dict) -> dict:
+        """Grade one task: ``{"id", "items", "tests", "files", "limits", "imports"}``."""
+        missing = set(task.get("imports", ())) - set(self.preload)
+        if self.zygote is None or not self.zygote.alive() or self.judge is None or not self.judge.alive() or missing:
+            self.close()
+            self.preload = sorted(set(self.preload) | missing)
+            self.judge_preload = sorted(set(self.judge_preload) | missing)
+            self.start()
+        try:
+            return _Run(self, task).run()
+        except (OSError, EOFError, ProtocolError, Timeout, WorkerFailure) as exc:
+            tail = self.log_tail()
+            self.close()
+            raise WorkerFailure(f"{type(exc).__name__}: {exc}\n{tail}") from None
+
+
+class _Run:
+    """One submission through one supervisor."""
+
+    def __init__(self, sup: Supervisor, task: dict):
+        self.sup = sup
+        self.z = sup.zygote
+        self.j = sup.judge
+        self.task = task
+        self.limits = dict(task["limits"], address_space=sup.address_space)
+        self.timeout = float(self.limits["timeout"])
+        self.start = time.monotonic()
+        self.wall = self.start + float(self.limits["wall"])
+        self.tests = {}
+        self.test_process = False  # a test process is serving
+        self.garbled = False
+        self.restored = []
+        self.judge_pid = None
+        self.judge_lost = False
+        self.done = None
+
+    def run(self):
+        self.j.send({"op": "begin", "tests": self.task["tests"]})
+        self._judge_started()
+        zy_task = {"items": self.task["items"], "files": self.task.get("files", []), "limits": self.limits,
+                   "tests": [{"id": t["id"]} for t in self.task["tests"]]}
+        self.z.send({"op": "grade", "task": zy_task})
+        aborted = False
+        while self.done is None:
+            left = self.wall - time.monotonic()
+            if left <= 0 and not aborted:
+                self.z.send({"op": "abort"})
+                aborted = True
+            ev, body = self.z.read(timeout=30 if aborted else max(left, 0) + 1)
+            self._zygote_event(ev, body)
+        self._judge_end()
+        result = self.done
+        if "error" in result:
+            raise WorkerFailure(result["error"])
+        n = len(self.task["tests"])
+        result["tests"] = [self.tests.get(k, {"passed": False, "status": "not-run"}) for k in range(n)]
+        result["garbled"] = bool(result.get("garbled")) or self.garbled
+        result["restored"] = self.restored
+        result["seconds"] = round(time.monotonic() - self.start, 3)
+        return result
+
+    # -- zygote events ---------------------------------------------------------------
+    def _zygote_event(self, ev, body):
+        kind = ev.get("ev")
+        if kind == "done":
+            self.done = ev.get("result") if isinstance(ev.get("result"), dict) else {"error": "no result"}
+        elif kind == "tests":
+            ks = ev.get("ks")
+            if type(ks) is list and all(type(k) is int for k in ks):
+                self.test_process = True
+                self._run_tests(ks)
+            self.z.send({"op": "continue"})
+            self.test_process = False
+        elif kind == "garbled":
+            self.garbled = True
+        # replies and test exits outside a test: stale, ignored
+
+    def _run_tests(self, ks):
+        n = len(self.task["tests"])
+        for i, k in enumerate(ks):
+            if not 0 <= k < n or k in self.tests:
+                self.garbled = True
+                continue
+            if time.monotonic() >= self.wall:
+                self.tests[k] = {"passed": False, "status": "timeout",
+                                 "message": "not run: the notebook ran past its time limit"}
+                continue
+            if not self.test_process:
+                self.z.send({"op": "more-tests"})
+                self.test_process = True
+            self.tests[k] = self._run_test(k)
+
+    def _run_test(self, k):
+        deadline = min(time.monotonic() + self.timeout, self.wall)
+        names, restored, status = None, [], None
+        seq = next(self.sup.seq)
+        self.z.send({"op": "begin", "seq": seq})
+        reply, _ = self._reply(seq, deadline)
+        if reply.get("status"):
+            status = reply["status"]
+        else:
+            names = reply.get("names")
+            r = reply.get("restored")
+            if type(r) is list:
+                restored = [str(x)[:200] for x in r[:20]]
+                self.restored.extend(x for x in restored if x not in self.restored)
+        if self.judge_lost:
+            return {"passed": False, "status": "grader-error", "message": "the judge was stopped"}
+        self.j.send({"op": "test", "k": k, "names": names if status is None else {}})
+        while True:
+            try:
+                frame, payload = self.j.read(timeout=max(deadline - time.monotonic(), 0) + GRACE)
+            except Timeout:
+                self._stop_judge()
+                return {"passed": False, "status": "timeout",
+                        "message": "the test ran past the time limit and was stopped"}
+            if frame.get("ev") == "verdict":
+                verdict = {key: frame.get(key) for key in ("passed", "partial", "error", "message", "status",
+                                                          "output", "seconds")}
+                if status and not verdict.get("status"):
+                    verdict["status"], verdict["passed"] = status, False
+                return verdict
+            if frame.get("op") == "call":
+                header = {"op": "call", "seq": next(self.sup.seq), "quiet": bool(frame.get("quiet")),
+                          "rng": frame.get("rng") if isinstance(frame.get("rng"), str) else None}
+                if status or not self.test_process:
+                    self.j.send({"ev": "reply", "status": status or "kernel-died",
+                                 "message": "the student's process is gone"})
+                    continue
+                self.z.send(header, payload)
+                reply, body = self._reply(header["seq"], deadline)
+                if reply.get("status"):
+                    status = reply["status"]
+                    self.j.send({"ev": "reply", "status": status, "message": _STATUS_TEXT.get(status, status)})
+                else:
+                    self.j.send({"ev": "reply"}, body)
+            elif frame.get("ev") == "child-exit":  # the judge's child crashed: a grader bug
+                self.judge_lost = True
+                self.judge_pid = None
+                return {"passed": False, "status": "grader-error", "message": "the judge failed on this test"}
+
+    def _reply(self, seq, deadline):
+        """The student process's answer to request ``seq``, or ``{"status": why not}``."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._kill_test("timeout")
+            try:
+                ev, body = self.z.read(timeout=left)
+            except Timeout:
+                return self._kill_test("timeout")
+            kind = ev.get("ev")
+            if kind == "reply" and ev.get("seq") == seq:
+                if ev.get("status"):
+                    return {"status": "kernel-died"}, b""
+                return ev, body
+            if kind == "test-exit":
+                self.test_process = False
+                code = ev.get("status")
+                if code == 128 + signal.SIGXFSZ:
+                    return {"status": "output-limit"}, b""
+                if code == 128 + signal.SIGXCPU:
+                    return {"status": "timeout"}, b""
+                return {"status": "kernel-died"}, b""
+            if kind == "garbled":
+                self.garbled = True
+                self._kill_test(None)
+                return {"status": "tampered"}, b""
+            if kind == "done":  # the student process ended while a test waited on it
+                self.done = ev.get("result") if isinstance(ev.get("result"), dict) else {"error": "no result"}
+                self.test_process = False
+                return {"status": "kernel-died"}, b""
+            # a stale reply (an earlier request) or another event: ignored
+
+    def _kill_test(self, status):
+        if self.test_process:
+            self.z.send({"op": "kill-test"})
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                try:
+                    ev, _ = self.z.read(timeout=end - time.monotonic())
+                except Timeout:
+                    break
+                if ev.get("ev") == "test-exit":
+                    break
+                if ev.get("ev") == "done":
+                    self.done = ev.get("result")
+                    break
+            self.test_process = False
+        return {"status": status}, b""
+
+    # -- judge -----------------------------------------------------------------------
+    def _judge_started(self):
+        frame, _ = self.j.read(timeout=60)
+        if frame.get("ev") != "child":
+            raise WorkerFailure(f"the judge did not start a submission: {frame}")
+        self.judge_pid = frame.get("pid")
+        frame, _ = self.j.read(timeout=60)
+        if frame.get("ev") != "ready":
+            raise WorkerFailure(f"the judge did not start a submission: {frame}")
+
+    def _stop_judge(self):
+        """The instructor's test itself ran past the limit: stop the judge's child."""
+        if self.judge_pid:
+            try:
+                os.kill(self.judge_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.judge_lost = True
+        # the channel may hold half a frame: the judge is restarted after this submission
+        self.sup.judge.close()
+        self.sup.judge = None
+
+    def _judge_end(self):
+        if self.judge_lost or self.sup.judge is None:
+            if self.sup.judge is not None:
+                self.sup.judge.close()
+                self.sup.judge = None
+            return
+        self.j.send({"op": "end"})
+        while True:
+            frame, _ = self.j.read(timeout=60)
+            if frame.get("ev") == "child-exit":
+                return
+
+
+class _Seq:
+    """Request numbers nobody can guess in advance (a reply must name the request it answers)."""
+
+    def __next__(self):
+        return secrets.randbits(62)
+
+
+_STATUS_TEXT = {
+    "timeout": "the call into student code ran past the time limit and was stopped",
+    "kernel-died": "the student's process exited or crashed during the call",
+    "output-limit": "the student's process wrote more output than the limit",
+    "tampered": "the student's process sent an answer that cannot be genuine",
+    "no-process": "the student's process is gone",
+}
+
+
+def _read_info(fd):
+    data = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 1.0)
+        if not r:
+            continue
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        try:
+            return json.loads(data)
+        except ValueError:
+            continue
+    try:
+        return json.loads(data or b"{}")
+    except ValueError:
+        return {}
+
+
+_local = threading.local()
+_all: list = []
+_lock = threading.Lock()
+
+
+def thread_supervisor(options: dict) -> Supervisor:
+    """The calling thread's supervisor (started on first use; used by the Dask tasks)."""
+    sup = getattr(_local, "supervisor", None)
+    if sup is None or sup.sandbox != options.get("sandbox", True):
+        sup = Supervisor(preload=options.get("preload", ()), sandbox=options.get("sandbox", True),
+                         memory_limit=options.get("memory_limit"), log_dir=options.get("log_dir"))
+        _local.supervisor = sup
+        with _lock:
+            _all.append(sup)
+    sup.memory_limit = options.get("memory_limit")
+    return sup
+
+
+def close_all():
+    with _lock:
+        sups = list(_all)
+        _all.clear()
+    for s in sups:
+        s.close()

@@ -1,0 +1,666 @@
+"""Inside the sandbox: the zygote, a warm Python that never runs student code.
+
+Started by :mod:`.sandbox` as ``python -c ...zygote.main()`` inside bubblewrap. It imports
+torch, IPython, matplotlib and the course's checks once and warms them up; then, for each
+submission the host sends, it forks a *student process* (:mod:`.student`) in a pid namespace
+of its own and relays, frame by frame, between the host's supervisor and that submission's
+test processes. It enforces the per-cell time limit (SIGINT, then the end of the notebook),
+kills every process of the submission when it is done, and empties every writable place
+(the scratch tmpfs and ``/dev/shm``) before the next one. It holds no test and no secret.
+
+Host channel (fds 0/1 at start, moved to ``PROTO_IN``/``PROTO_OUT``), frames of :mod:`.protocol`:
+
+    host -> zygote:  {"op": "grade", "task"}           a submission: cells, test places, files, limits
+                     {"op": "begin"|"call", "seq", ...} + body   for the current test process
+                     {"op": "kill-test"}               stop the current test process (a test's time is up)
+                     {"op": "more-tests"} / {"op": "continue"}   after a test process ended / the tests are done
+                     {"op": "abort"}                    the notebook's time is up
+                     {"op": "quit"}
+    zygote -> host:  {"ready"}, {"ev": "tests", "ks"}, {"ev": "reply", "seq", ...} + body,
+                     {"ev": "test-exit", "status", "killed"}, {"ev": "done", "result"}
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import io
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import time
+
+from . import student
+from .protocol import FrameReader, ProtocolError, read_frame, write_frame
+
+PROTO_IN, PROTO_OUT = 1021, 1022
+OUTPUT_KEEP = 20_000        # characters of a cell's output kept
+NOTEBOOK_OUTPUT_KEEP = 200_000  # characters of output kept for all cells of a notebook together
+MAX_REPLY = 100 << 20
+
+
+def main():
+    os.dup2(0, PROTO_IN)
+    os.dup2(1, PROTO_OUT)
+    os.closerange(3, PROTO_IN)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # stray prints go to the log, never into the channel
+    os.close(devnull)
+    for fd in (PROTO_IN, PROTO_OUT):
+        os.set_inheritable(fd, False)
+    config, _ = read_frame(PROTO_IN)
+    namespace = Namespace()
+    shell = warm_up(config)
+    restorer = student.Restorer()
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    write_frame(PROTO_OUT, {"ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            msg, _ = read_frame(PROTO_IN)
+        except EOFError:
+            os._exit(0)
+        op = msg.get("op")
+        if op == "quit":
+            os._exit(0)
+        if op == "grade":
+            try:
+                result = grade(msg["task"], shell, restorer, namespace, config)
+            except Exception as exc:  # noqa: BLE001 - reported to the host as a grader error
+                import traceback
+
+                result = {"error": "".join(traceback.format_exception(exc))[-4000:]}
+            write_frame(PROTO_OUT, {"ev": "done", "result": result})
+
+
+# --------------------------------------------------------------------------- warm-up
+
+
+def warm_up(config):
+    """Import and exercise what notebooks use, so that a forked student process starts warm."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.makedirs(config["home"], exist_ok=True)
+    os.environ["HOME"] = config["home"]
+    os.environ.setdefault("IPYTHONDIR", os.path.join(config["home"], ".ipython"))
+    sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    for name in config.get("preload", []):
+        try:
+            __import__(name)
+        except Exception as exc:  # noqa: BLE001
+            print(f"preload {name}: {exc!r}", file=sys.stderr)
+    import autograder.checks  # noqa: F401 - what test cells import; the probes run with it
+    import autograder.remote  # noqa: F401
+    import cloudpickle  # noqa: F401 - what the judge's calls arrive in
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        _warm_up_torch(torch)
+    ast.parse("x = 1\nx")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    class GradingShell(InteractiveShell):
+        def enable_gui(self, gui=None):
+            """No GUI event loop here; like ipykernel, ``%matplotlib inline`` needs none."""
+
+    shell = GradingShell.instance(colors="NoColor", history_length=0)
+    shell.history_manager.enabled = False
+    real_stdout = sys.stdout
+    sys.stdout = io.StringIO()
+    try:
+        shell.run_cell("def _f(a):\n    return a\n_f(2)\n1/0", store_history=False)
+        shell.run_cell("%time 1", store_history=False)
+        _warm_up_libraries()
+    finally:
+        sys.stdout = real_stdout
+    shell.reset(new_session=False)
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        sys.__dict__.pop(name, None)
+    return shell
+
+
+def _warm_up_torch(torch):
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    torch.manual_seed(0)
+    x = torch.randn(6, requires_grad=True)
+    y = torch.sigmoid(x * 2).tanh().exp().softmax(0)
+    torch.relu(y).sum().backward()
+    x.detach().clone().relu_().add_(1).data.mul_(2)
+    for layer, shape in ((torch.nn.Linear(5, 4), (2, 5)), (torch.nn.Conv1d(1, 3, 3), (2, 1, 8)),
+                         (torch.nn.BatchNorm1d(5), (6, 5))):
+        layer(torch.randn(*shape)).relu_().sum().backward()
+    torch.autograd.gradcheck(lambda t: t * 2, torch.randn(3, dtype=torch.float64, requires_grad=True))
+    opt = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+    opt.step()
+    import pickle
+
+    import cloudpickle
+
+    from autograder import observation
+
+    pickle.loads(cloudpickle.dumps((lambda t: t + 1, x, torch.relu_)))
+    observation.dumps(observation.Encoder().encode((x, {"a": [1, 2.5, "s"]}, ValueError("w"))))
+
+
+def _warm_up_libraries():
+    """Load what honest notebooks use (plotting, the course's self-check cell)."""
+    for name in ("six", "importlib_metadata", "autograder.selfcheck", "tqdm", "tqdm.auto", "logging",
+                 "dataclasses", "functools", "inspect", "typing"):
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - optional
+            pass
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib_inline.backend_inline  # noqa: F401 - what %matplotlib inline loads
+
+        plt.plot([0, 1])
+        plt.gcf().canvas.draw()  # builds the font cache
+        plt.close("all")
+    except Exception as exc:  # noqa: BLE001 - plotting is optional for grading
+        print(f"matplotlib warm-up: {exc!r}", file=sys.stderr)
+
+
+class Namespace:
+    """Linux calls prepared before any student code runs: a new pid namespace, dropping
+    every capability (the student process calls :meth:`drop_privileges` first thing)."""
+
+    CLONE_NEWPID = 0x20000000
+    PR_CAPBSET_DROP = 24
+    PR_SET_NO_NEW_PRIVS = 38
+    CAP_VERSION_3 = 0x20080522
+
+    def __init__(self):
+        import ctypes
+
+        self.ctypes = ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.unshare, self.prctl, self.capset, self.capget = libc.unshare, libc.prctl, libc.capset, libc.capget
+
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class Data(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                        ("inheritable", ctypes.c_uint32)]
+
+        self.Header, self.Data = Header, Data
+
+    def new_pid_namespace(self) -> bool:
+        return self.unshare(self.CLONE_NEWPID) == 0
+
+    def drop_privileges(self) -> bool:
+        """No capabilities, no way back (no_new_privs); True when none is left."""
+        ct = self.ctypes
+        self.prctl(self.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        for cap in range(64):
+            self.prctl(self.PR_CAPBSET_DROP, cap, 0, 0, 0)
+        header = self.Header(self.CAP_VERSION_3, 0)
+        self.capset(ct.byref(header), (self.Data * 2)())
+        now = (self.Data * 2)()
+        self.capget(ct.byref(header), now)
+        return all(d.effective == d.permitted == d.inheritable == 0 for d in now)
+
+
+# --------------------------------------------------------------------------- one submission
+
+
+def grade(task, shell, restorer, namespace, config):
+    """Run one submission: fork its student process, relay, enforce limits, clean up."""
+    start = time.monotonic()
+    limits = task["limits"]
+    _wipe(config)
+    for d in (config["scratch"], config["outdir"], config["home"]):
+        os.makedirs(d, exist_ok=True)
+    notes = _write_files(config["scratch"], task.get("files", ()), limits)
+    ctl_r, ctl_w = os.pipe()
+    cmd_r, cmd_w = os.pipe()
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    tok_r, tok_w = os.pipe()
+    info_r, info_w = os.pipe()
+    os.set_blocking(tok_r, False)
+    os.write(tok_w, b"t" * max(0, int(limits.get("processes", 32))))
+    os.close(tok_w)
+    helper = os.fork()
+    if helper == 0:
+        # the helper puts the submission in a pid namespace of its own, where the student
+        # process is pid 1: the zygote is out of its sight and reach, and when it ends the
+        # kernel kills every process left in that namespace
+        code = 70
+        try:
+            os.close(info_r)
+            isolated = namespace.new_pid_namespace()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    import fcntl
+
+                    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 200) for fd in (ctl_w, cmd_r, req_r, rep_w, tok_r)]
+                    for src, dst in zip(moved, (student.CTL_FD, student.CMD_FD, student.REQ_FD, student.REP_FD,
+                                                student.TOK_FD)):
+                        os.dup2(src, dst)
+                    student.main_line(task, shell, restorer, config, namespace)
+                finally:
+                    os._exit(code)
+            os.write(info_w, f"{pid} {int(isolated)}".encode())
+            code = student._exit_code(os.waitpid(pid, 0)[1])
+        finally:
+            os._exit(code)
+    for fd in (ctl_w, cmd_r, rep_w, tok_r, info_w):
+        os.close(fd)
+    main_pid, isolated = _read_main_pid(info_r)
+    os.close(info_r)
+    session = Session(helper, main_pid, ctl_r, cmd_w, req_r, req_w, rep_r, task, limits, start)
+    session.run()
+    _kill_all(config["sandboxed"], main_pid, isolated, helper)
+    session.reap()
+    for fd in (ctl_r, cmd_w, req_r, req_w, rep_r):
+        os.close(fd)
+    result = session.result(config["outdir"])
+    result["notes"] = notes
+    result["seconds"] = round(time.monotonic() - start, 3)
+    if not os.environ.get("AUTOGRADER_KEEP_SCRATCH"):
+        _wipe(config)
+    return result
+
+
+class Session:
+    """The zygote's side of one submission: relay frames, watch cells, answer the host."""
+
+    def __init__(self, helper, pid, ctl_r, cmd_w, req_r, req_w, rep_r, task, limits, start):
+        self.helper, self.pid = helper, pid
+        self.ctl_r, self.cmd_w, self.req_r, self.req_w, self.rep_r = ctl_r, cmd_w, req_r, req_w, rep_r
+        self.n_cells = sum(1 for item in task["items"] if item[0] == "cell")
+        self.n_tests = len(task.get("tests", ())) or sum(1 for item in task["items"] if item[0] == "test")
+        self.timeout = float(limits["timeout"])
+        self.wall = start + float(limits["wall"])
+        self.grace = 2.0
+        self.cells = {}
+        self.current = None  # index of the cell running
+        self.since = None
+        self.interrupted = None
+        self.main = None
+        self.exit_status = None
+        self.reaped = False
+        self.garbled = False
+        self.done = False
+        self.ctl_buf = b""
+        self.replies = FrameReader(max_body=MAX_REPLY)
+        self.test_alive = False
+        self.tests_seen = []
+        self.outgoing = bytearray()  # frames for the test process not written yet
+        for fd in (ctl_r, rep_r, req_r, req_w):
+            os.set_blocking(fd, False)
+
+    # -- event loop ------------------------------------------------------------------
+    def run(self):
+        while self.exit_status is None:
+            now = time.monotonic()
+            wait = max(min(self._next_deadline(now) - now, 0.5), 0.0)
+            try:
+                ready, writable, _ = select.select([PROTO_IN, self.ctl_r, self.rep_r],
+                                                   [self.req_w] if self.outgoing else [], [], wait)
+            except InterruptedError:
+                ready, writable = [], []
+            if writable:
+                self._flush_requests()
+            if self.rep_r in ready:
+                self._replies()
+            if self.ctl_r in ready:
+                self._control()
+            if PROTO_IN in ready:
+                msg, body = read_frame(PROTO_IN)
+                self._host(msg, body)
+            self._check_exit()
+            if self.exit_status is None:
+                self._enforce(time.monotonic())
+
+    def _next_deadline(self, now):
+        deadline = self.wall
+        if self.current is not None and self.since is not None:
+            if self.interrupted is not None:
+                deadline = min(deadline, self.interrupted + self.grace)
+            else:
+                deadline = min(deadline, self.since + self.timeout)
+        return deadline
+
+    def _enforce(self, now):
+        if now >= self.wall:
+            self.main = "timeout"
+            if self.current is not None:
+                self.cells.setdefault(self.current, {}).setdefault("status", "timeout")
+            self.exit_status = "killed"
+            return
+        if self.current is None or self.since is None:
+            return
+        if self.interrupted is None and now >= self.since + self.timeout:
+            self.cells.setdefault(self.current, {})["status"] = "timeout"
+            self.interrupted = now
+            try:
+                if self.pid:
+                    os.kill(self.pid, signal.SIGINT)  # like nbgrader: interrupt, then go on
+            except (ProcessLookupError, PermissionError):
+                pass
+        elif self.interrupted is not None and now >= self.interrupted + self.grace:
+            self.main = "timeout"  # the cell ignored the interrupt
+            self.exit_status = "killed"
+
+    def _check_exit(self):
+        try:
+            pid, status = os.waitpid(self.helper, os.WNOHANG)
+        except ChildProcessError:
+            self.exit_status = "gone"
+            return
+        if pid:
+            self.exit_status = status
+            self.reaped = True
+            code = student._exit_code(status)
+            if self.main is None:
+                if code == 0 and self.done:
+                    self.main = "completed"
+                elif code == 128 + signal.SIGXCPU:
+                    self.main = "timeout"
+                else:
+                    self.main = "kernel-died"
+
+    def reap(self):
+        if not self.reaped:
+            try:
+                os.waitpid(self.helper, 0)
+            except ChildProcessError:
+                pass
+            self.reaped = True
+
+    # -- host ------------------------------------------------------------------------
+    def _host(self, msg, body):
+        op = msg.get("op")
+        if op in ("begin", "call"):
+            if not self.test_alive:
+                write_frame(PROTO_OUT, {"ev": "reply", "seq": msg.get("seq"), "status": "no-process"})
+                return
+            from .protocol import encode
+
+            self.outgoing += encode(msg, body)
+            self._flush_requests()
+        elif op == "kill-test":
+            self._command(b"k")
+        elif op == "more-tests":
+            self.test_alive = True
+            self._command(b"f")
+        elif op == "continue":
+            self.test_alive = False
+            self._command(b"kc")  # stop the test process if it still runs, then go on with the cells
+        elif op == "abort":
+            self.main = self.main or "timeout"
+            self.exit_status = "killed"
+
+    def _command(self, byte):
+        try:
+            os.write(self.cmd_w, byte)
+        except OSError:
+            pass
+
+    def _flush_requests(self):
+        try:
+            n = os.write(self.req_w, self.outgoing)
+        except BlockingIOError:
+            return
+        except OSError:
+            n = len(self.outgoing)
+        del self.outgoing[:n]
+
+    def _drain(self):
+        """After a test process ended: forward what it replied last, forget the rest."""
+        for _ in range(1000):
+            before = len(self.replies.buf)
+            try:
+                chunk = os.read(self.rep_r, 1 << 20)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            self._feed_replies(chunk)
+            if len(self.replies.buf) == before and not chunk:
+                break
+        self.outgoing.clear()
+        for _ in range(10000):
+            try:
+                if not os.read(self.req_r, 1 << 16):
+                    break
+            except (BlockingIOError, OSError):
+                break
+        self.replies = FrameReader(max_body=MAX_REPLY)
+
+    # -- student process -------------------------------------------------------------
+    def _replies(self):
+        try:
+            chunk = os.read(self.rep_r, 1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            return
+        self._feed_replies(chunk)
+
+    def _feed_replies(self, chunk):
+        try:
+            frames = self.replies.feed(chunk)
+        except ProtocolError as exc:
+            self.garbled = True
+            self.replies = FrameReader(max_body=MAX_REPLY)
+            write_frame(PROTO_OUT, {"ev": "garbled", "why": str(exc)[:200]})
+            return
+        for header, body in frames:
+            out = {"ev": "reply"}
+            for key in ("seq", "names", "restored", "error"):
+                if key in header:
+                    out[key] = header[key]
+            write_frame(PROTO_OUT, out, body)
+
+    def _control(self):
+        try:
+            chunk = os.read(self.ctl_r, 65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            return
+        buf = self.ctl_buf + chunk
+        *lines, rest = buf.split(b"\n")
+        if len(rest) > 8192:
+            rest = b""
+            self.garbled = True
+        self.ctl_buf = rest
+        for line in lines:
+            self._event(line)
+
+    def _event(self, line):
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):
+            self.garbled = True
+            return
+        if type(msg) is not dict:
+            self.garbled = True
+            return
+        now = time.monotonic()
+        if msg.get("done") is True:
+            self.done = True
+            self.current = None
+            return
+        if "tests" in msg:
+            ks = msg["tests"]
+            if type(ks) is not list or not all(type(k) is int for k in ks):
+                self.garbled = True
+                return
+            self.tests_seen.extend(ks)
+            self.test_alive = True
+            write_frame(PROTO_OUT, {"ev": "tests", "ks": ks})
+            return
+        if "test-exit" in msg:
+            self.test_alive = False
+            self._drain()
+            status = msg["test-exit"]
+            write_frame(PROTO_OUT, {"ev": "test-exit", "status": status if type(status) is int else None,
+                                    "killed": msg.get("killed") is True})
+            return
+        c = msg.get("c")
+        if type(c) is int and 0 <= c < self.n_cells:
+            cell = self.cells.setdefault(c, {})
+            if msg.get("e") == "start":
+                self.current, self.since, self.interrupted = c, now, None
+                cell["start"] = now
+            elif msg.get("e") == "end":
+                if isinstance(msg.get("error"), str):
+                    cell["error"] = msg["error"][:student.MESSAGE_KEEP]
+                if msg.get("kind") in ("memory", "interrupted", "error"):
+                    cell["kind"] = msg["kind"]
+                cell["seconds"] = round(now - cell.get("start", now), 3)
+                self.current, self.since, self.interrupted = None, None, None
+            else:
+                self.garbled = True
+        else:
+            self.garbled = True
+
+    # -- result ----------------------------------------------------------------------
+    def result(self, outdir):
+        cells = []
+        budget = NOTEBOOK_OUTPUT_KEEP
+        for i in range(self.n_cells):
+            c = self.cells.get(i, {})
+            out, size = _read_output(os.path.join(outdir, f"cell-{i}.txt"), min(OUTPUT_KEEP, budget))
+            budget = max(0, budget - len(out))
+            status = c.get("status")
+            if status is None:
+                if "start" not in c:
+                    status = "not-run"
+                elif "seconds" not in c:
+                    status = "died"
+                elif c.get("kind") == "memory":
+                    status = "memory-limit"
+                elif c.get("error") and "File too large" in c["error"]:
+                    status = "output-limit"
+                elif c.get("error"):
+                    status = "error"
+                else:
+                    status = "ok"
+            cells.append({"index": i, "status": status, "error": c.get("error"), "output": out,
+                          "output_bytes": size, "seconds": c.get("seconds")})
+        return {"cells": cells, "main": self.main or "completed", "garbled": self.garbled}
+
+
+def _read_output(path, keep):
+    """``(text kept, size)`` of a captured output file, which the submission could have
+    replaced by a FIFO or a link: opened without following links or blocking."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return "", 0
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "", 0
+        data = os.read(fd, keep + 1) if keep > 0 else b""
+        size = info.st_size
+    except OSError:
+        return "", 0
+    finally:
+        os.close(fd)
+    text = data[:keep].decode("utf-8", "replace")
+    if size > keep:
+        text += f"\n... [{size - keep} more bytes not kept]"
+    return text, size
+
+
+def _read_main_pid(fd):
+    ready, _, _ = select.select([fd], [], [], 60)
+    data = os.read(fd, 100) if ready else b""
+    try:
+        pid, isolated = data.split()
+        return int(pid), bool(int(isolated))
+    except ValueError:
+        return None, False
+
+
+def _write_files(scratch, files, limits):
+    notes = []
+    total = 0
+    for name, data in files:
+        raw = base64.b64decode(data)
+        total += len(raw)
+        if total > limits.get("files", 50 << 20):
+            notes.append("extra files beyond 50 MB were not copied")
+            break
+        path = os.path.join(scratch, name)
+        if os.path.commonpath([os.path.realpath(path), os.path.realpath(scratch)]) != os.path.realpath(scratch):
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(raw)
+    return notes
+
+
+def _wipe(config):
+    """Empty every place a submission can write: the scratch tmpfs and /dev/shm."""
+
+    def onerror(func, path, exc_info):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass
+
+    places = [config["scratch"], config["outdir"], config["home"]]
+    if config["sandboxed"]:
+        places = [os.path.join(d, n) for d in (config["tmp"], "/dev/shm") if os.path.isdir(d) for n in os.listdir(d)]
+    for path in places:
+        if os.path.islink(path) or (os.path.exists(path) and not os.path.isdir(path)):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        elif os.path.isdir(path):
+            shutil.rmtree(path, onerror=onerror)
+
+
+def _kill_all(sandboxed, pid, isolated, helper=None):
+    """SIGKILL every process of the submission: its pid namespace's init (the kernel then kills
+    the rest), its process group, and in a sandbox everything left but the zygote."""
+    if pid:
+        for target, kill in ((pid, os.kill), (pid, os.killpg), (helper, os.kill)):
+            if not target:
+                continue
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    if not sandboxed:
+        return
+    for _ in range(500):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(-1, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.002)

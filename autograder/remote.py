@@ -1,0 +1,442 @@
+"""Calls into student code, and what comes back: the one seam between a test and a submission.
+
+A test cell of this course is a stock nbgrader test cell. In one kernel (nbgrader, the
+self-check, JupyterLab) it calls the student's functions directly. Under ``autograder grade``
+the same cell runs in the *judge*, a process that never runs student code: there every name
+the student's notebook defines is a :class:`Remote` handle, and calling one sends the call -
+the callable's name and a copy of the arguments - to the process that ran the student's
+cells. That process calls it and sends back an *observation* (:mod:`autograder.observation`):
+the value returned or the exception raised, and the state afterwards of the objects it was
+given. The judge decodes it into plain data and the test goes on.
+
+Two ways to call, the same in both settings:
+
+* ``modifies_in_place(fn, x)`` - the value (plain data under the grader), or the exception
+  re-raised (the test's own exception object when the student code re-raised what it got);
+* ``observe(fn, *args)`` - an :class:`Outcome`: ``.value``, ``.error``, ``.after(obj)`` (what
+  the call did to an argument), ``.stdout`` / ``.stderr``. ``fn`` may be a function defined in
+  the test (a *probe*: it runs where the student's code runs and may use the student's names);
+  use one for anything that needs the autograd graph of what student code returned.
+
+Rules a test author follows (the honest-parity test checks them): a call gets copies of its
+arguments made at call time, so state that several calls share goes into one probe; what
+crosses to the student's process is the call's arguments, including the code of functions
+passed as arguments with the globals they use - never expected values, never the checks.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import os
+import pickle
+import sys
+import types
+
+from . import observation
+
+CHANNEL = None      # set in the judge: .call(header: dict, payload: bytes) -> bytes
+NAMESPACE = None    # set where student code runs under the grader: the student's namespace
+QUIET = [0]         # depth of autograder.checks.quiet() in this process
+_KEPT: list = []    # objects returned by student code that stay callable (handles), per test process
+
+
+class StudentProcessError(BaseException):
+    """The student's process could not answer (timed out, died, hit a limit, sent garbage).
+
+    A ``BaseException``: a test's ``except Exception`` does not swallow it; the judge turns it
+    into the row's status (``status``)."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+class Remote:
+    """A name (and attribute path) in the student's namespace, seen from the judge."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self, path):
+        object.__setattr__(self, "_path", tuple(path))
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return Remote(self._path + (name,))
+
+    def __setattr__(self, name, value):
+        raise TypeError(f"{self!r} lives in the student's process; a test cannot assign to it")
+
+    def __call__(self, *args, **kwargs):
+        return _ship(self, args, kwargs).result()
+
+    def __reduce__(self):
+        return (_student_value, (self._path,))
+
+    def __repr__(self):
+        if self._path and self._path[0] == "$kept":
+            return "<an object returned by student code>" + "".join("." + p for p in self._path[2:])
+        return "<student's " + ".".join(self._path) + ">"
+
+    def __bool__(self):
+        raise TypeError(f"{self!r} is student code: call it (or observe(...) it), do not test its truth")
+
+    def __iter__(self):
+        raise TypeError(f"{self!r} is student code: call it (or observe(...) it) to get a value")
+
+
+def _student_value(path):
+    """Where student code runs: the object a :class:`Remote` path names."""
+    if path[0] == "$kept":
+        obj = _KEPT[path[1]]
+        rest = path[2:]
+    else:
+        if NAMESPACE is None or path[0] not in NAMESPACE:
+            raise NameError(f"name {path[0]!r} is not defined")
+        obj = NAMESPACE[path[0]]
+        rest = path[1:]
+    for name in rest:
+        obj = getattr(obj, name)
+    return obj
+
+
+# --------------------------------------------------------------------------- outcome
+
+
+class Outcome:
+    """What one call into student code did (the same object in one kernel and under the grader)."""
+
+    def __init__(self, value, error, after, stdout="", stderr="", warnings=()):
+        self.value = value
+        self.error = error
+        self._after = after
+        self.stdout = stdout
+        self.stderr = stderr
+        self.warnings = list(warnings)
+
+    @property
+    def raised(self) -> bool:
+        return self.error is not None
+
+    def result(self):
+        """The value returned, or the exception raised (raised again here)."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def after(self, obj):
+        """The state of ``obj`` (an argument of the call) once the call returned: for a tensor a
+        plain tensor with its values (``autograder.checks.meta`` gives version, requires_grad,
+        grad ...), for a :class:`~autograder.checks.CallRecorder` the calls it recorded, for
+        an ``nn.Module`` its parameters."""
+        for o, state in self._after:
+            if o is obj:
+                return state
+        raise KeyError(f"{obj!r} was not an argument of this call")
+
+
+def observe(fn, *args, **kwargs) -> Outcome:
+    """Call ``fn(*args, **kwargs)`` where the student's code runs and return its :class:`Outcome`.
+
+    Quiet: what the call writes to stderr and the warnings it raises are kept in the outcome
+    (``.stderr``, ``.warnings``), never printed, so they cannot fail the test."""
+    tracked, remote = _walk((fn, args, kwargs))
+    with quiet_depth():
+        if CHANNEL is not None and remote:
+            return _ship(fn, args, kwargs, tracked)
+    return _local(fn, args, kwargs, tracked)
+
+
+def _local(fn, args, kwargs, tracked):
+    """One kernel: call directly; turn what came back into what the grader would see."""
+    import torch
+
+    from .checks import quiet
+
+    arrival = {id(o): o._version for o in tracked if isinstance(o, torch.Tensor)}
+    error = value = None
+    captured = io.StringIO()
+    warnings_seen: list = []
+    try:
+        with quiet() as warnings_seen, contextlib.redirect_stderr(captured):
+            value = fn(*args, **kwargs)
+    except BaseException as exc:  # noqa: BLE001 - the outcome records whatever was raised
+        error = exc
+    enc = observation.Encoder(tracked, arrival=arrival)
+    dec = observation.Decoder(tracked)
+    if error is None:
+        value = dec.decode(observation.loads(observation.dumps(enc.encode(value))))
+    after = [(o, dec.after(i, observation.loads(observation.dumps(enc.encode(o, top_tracked=True)))))
+             for i, o in enumerate(tracked) if _has_state(o)]
+    return Outcome(value, error, after, "", captured.getvalue(), warnings_seen)
+
+
+def _ship(fn, args, kwargs, tracked=None):
+    """The judge: send the call to the student's process, decode what comes back."""
+    import cloudpickle
+    import torch
+
+    if CHANNEL is None:
+        raise RuntimeError("student code can only be called while a test runs under the grader")
+    if tracked is None:
+        tracked, _ = _walk((fn, args, kwargs))
+    payload = _dumps((tracked, fn, args, kwargs))
+    header = {"quiet": QUIET[0] > 0,
+              "rng": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()}
+    reply = CHANNEL.call(header, payload)
+    try:
+        doc = observation.loads(reply)
+        if type(doc) is not dict:
+            raise observation.ObservationError("not an outcome")
+        if "error" in doc:  # the student's process could not encode what it got
+            raise StudentProcessError("observation-error", str(doc["error"])[:500])
+        dec = observation.Decoder(tracked, handle=lambda i: Remote(("$kept", i)))
+        error = value = None
+        if "raised" in doc:
+            error = dec.decode(doc["raised"])
+            if not isinstance(error, BaseException):
+                raise observation.ObservationError("raised something that is not an exception")
+        elif "returned" in doc:
+            value = dec.decode(doc["returned"])
+        else:
+            raise observation.ObservationError("no result")
+        after_nodes = doc.get("after")
+        if type(after_nodes) is not list or len(after_nodes) != len(tracked):
+            raise observation.ObservationError("bad after-states")
+        after = [(o, dec.after(i, n)) for i, (o, n) in enumerate(zip(tracked, after_nodes)) if _has_state(o)]
+        texts = []
+        for key in ("stdout", "stderr"):
+            t = doc.get(key, "")
+            if type(t) is not str:
+                raise observation.ObservationError(f"bad {key}")
+            texts.append(t)
+        warnings = doc.get("warnings", [])
+        if type(warnings) is not list or any(type(w) is not str for w in warnings):
+            raise observation.ObservationError("bad warnings")
+    except observation.ObservationError as exc:
+        raise StudentProcessError("tampered", f"an observation that cannot be genuine: {exc}") from None
+    # what the student's code printed during the call appears in the test's output, as in one
+    # kernel (where a write to stderr fails the test, nbgrader's rule)
+    if texts[0]:
+        sys.stdout.write(texts[0])
+    if texts[1] and QUIET[0] == 0:
+        sys.stderr.write(texts[1])
+    return Outcome(value, error, after, texts[0], texts[1], warnings)
+
+
+def _dumps(obj) -> bytes:
+    """cloudpickle, keeping what plain pickling of a tensor drops (its ``.grad``)."""
+    import io
+
+    import cloudpickle
+    import torch
+
+    class Pickler(cloudpickle.Pickler):
+        def reducer_override(self, o):
+            if type(o) in (torch.Tensor, torch.nn.Parameter) and (o.requires_grad or o.grad is not None):
+                grad = o.grad if o.is_leaf else None
+                return _rebuild_tensor, (o.detach(), o.requires_grad, grad, type(o) is torch.nn.Parameter)
+            return super().reducer_override(o)
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=5).dump(obj)
+    return buffer.getvalue()
+
+
+def _rebuild_tensor(data, requires_grad, grad, parameter):
+    import torch
+
+    if parameter:
+        t = torch.nn.Parameter(data, requires_grad=requires_grad)
+    else:
+        t = data.requires_grad_(requires_grad) if requires_grad else data
+    if grad is not None:
+        t.grad = grad
+    return t
+
+
+def _has_state(obj) -> bool:
+    import torch
+
+    from .checks import CallRecorder
+
+    return isinstance(obj, (torch.Tensor, CallRecorder, torch.nn.Module))
+
+
+def _walk(roots):
+    """``(tracked objects, whether any Remote is reachable)`` in the arguments of a call.
+
+    Tracked objects keep their identity across the call: tensors, exceptions, call recorders,
+    modules, optimizers and functions. Functions are followed into their closures, defaults
+    and the globals their code uses (what cloudpickle sends)."""
+    import torch
+
+    from .checks import CallRecorder
+
+    tracked, seen, remote = [], set(), False
+    stack = [roots]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, Remote):
+            remote = True
+            continue
+        if isinstance(o, (str, bytes, int, float, bool, type(None), types.ModuleType, types.BuiltinFunctionType)):
+            continue
+        if isinstance(o, (list, tuple, set, frozenset)):
+            stack.extend(reversed(list(o)))
+            continue
+        if isinstance(o, dict):
+            stack.extend(reversed(list(o.values())))
+            continue
+        if isinstance(o, (torch.Tensor, BaseException, CallRecorder, torch.nn.Module, torch.optim.Optimizer,
+                          types.FunctionType)):
+            tracked.append(o)
+        if isinstance(o, types.FunctionType):
+            stack.extend(_function_refs(o))
+        elif isinstance(o, types.MethodType):
+            stack.extend((o.__func__, o.__self__))
+        elif isinstance(o, CallRecorder):
+            stack.append(o.fn)
+        elif isinstance(o, torch.nn.Module):
+            stack.extend(list(o._parameters.values()) + list(o._buffers.values()) + list(o._modules.values()))
+        elif isinstance(o, torch.optim.Optimizer):
+            stack.extend(p for g in o.param_groups for p in g["params"])
+        elif isinstance(o, type) and _by_value(o):
+            stack.extend(v for v in vars(o).values() if isinstance(v, (types.FunctionType, staticmethod,
+                                                                          classmethod, property)))
+        elif isinstance(o, (staticmethod, classmethod)):
+            stack.append(o.__func__)
+        elif hasattr(o, "__dict__") and not isinstance(o, type) and _by_value(type(o)):
+            stack.append(vars(o))
+    return tracked, remote
+
+
+def _by_value(cls) -> bool:
+    """Classes defined in a test (or a notebook) travel by value; library classes by reference."""
+    module = getattr(cls, "__module__", None)
+    return module in (None, "__main__") or module not in sys.modules
+
+
+def _function_refs(fn):
+    refs = []
+    if fn.__closure__:
+        for cell in fn.__closure__:
+            try:
+                refs.append(cell.cell_contents)
+            except ValueError:
+                pass
+    refs.extend(fn.__defaults__ or ())
+    refs.extend((fn.__kwdefaults__ or {}).values())
+    g = fn.__globals__
+    for name in _code_names(fn.__code__):
+        if name in g:
+            refs.append(g[name])
+    return refs
+
+
+def _code_names(code):
+    names, stack = [], [code]
+    while stack:
+        c = stack.pop()
+        names.extend(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return names
+
+
+# --------------------------------------------------------------------------- student side
+
+
+def serve_call(header: dict, payload: bytes, out_fd: int = 1, err_fd: int = 2) -> bytes:
+    """Where student code runs: perform one call sent by the judge; return the observation."""
+    import torch
+
+    rng = header.get("rng")
+    tracked, fn, args, kwargs = pickle.loads(payload)  # the judge's data: trusted here
+    arrival = {id(o): o._version for o in tracked if isinstance(o, torch.Tensor)}
+    if isinstance(rng, str):
+        try:
+            torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(rng)), dtype=torch.uint8))
+        except Exception:  # noqa: BLE001
+            pass
+    sizes = [_size(out_fd), _size(err_fd)]
+    warnings_seen: list = []
+    doc: dict = {}
+    outcome = None
+    try:
+        if header.get("quiet"):
+            from .checks import quiet
+
+            with quiet() as warnings_seen:
+                value = fn(*args, **kwargs)
+        else:
+            value = fn(*args, **kwargs)
+        outcome = ("returned", value)
+    except BaseException as exc:  # noqa: BLE001 - reported to the judge as what was raised
+        outcome = ("raised", exc)
+    _flush()
+    enc = observation.Encoder(tracked, keep=_keep, arrival=arrival)
+    try:
+        doc[outcome[0]] = enc.encode(outcome[1])
+        doc["after"] = [enc.encode(o, top_tracked=True) if _has_state(o) else None for o in tracked]
+    except observation.ObservationTooLarge as exc:
+        doc = {"error": f"what the call returned is too large to grade: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - an object that breaks when read
+        doc = {"error": f"what the call returned could not be read: {type(exc).__name__}: {exc}"[:500]}
+    doc["stdout"] = _read_from(out_fd, sizes[0])
+    doc["stderr"] = _read_from(err_fd, sizes[1])
+    doc["warnings"] = [str(w)[:500] for w in warnings_seen][:50]
+    try:
+        return observation.dumps(doc)
+    except observation.ObservationTooLarge as exc:
+        return observation.dumps({"error": f"what the call returned is too large to grade: {exc}"})
+
+
+def _keep(obj) -> int:
+    _KEPT.append(obj)
+    return len(_KEPT) - 1
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _size(fd):
+    try:
+        return os.fstat(fd).st_size
+    except OSError:
+        return 0
+
+
+CALL_OUTPUT_KEEP = 20_000
+
+
+def _read_from(fd, start) -> str:
+    """What was written to the file behind ``fd`` since ``start`` (capped)."""
+    try:
+        end = os.fstat(fd).st_size
+        if end <= start:
+            return ""
+        data = os.pread(fd, min(end - start, CALL_OUTPUT_KEEP), start)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    if end - start > CALL_OUTPUT_KEEP:
+        text += f"\n... [{end - start - CALL_OUTPUT_KEEP} more bytes]\n"
+    return text
+
+
+@contextlib.contextmanager
+def quiet_depth():
+    QUIET[0] += 1
+    try:
+        yield
+    finally:
+        QUIET[0] -= 1
