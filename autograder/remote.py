@@ -36,6 +36,8 @@ import types
 from . import observation
 
 CHANNEL = None      # set in the judge: .call(header: dict, payload: bytes) -> bytes
+EDITS = None        # set in the judge: () -> {name: DELETED | value}, the test's edits of student names
+DELETED = ("$deleted",)
 NAMESPACE = None    # set where student code runs under the grader: the student's namespace
 QUIET = [0]         # depth of autograder.checks.quiet() in this process
 _KEPT: list = []    # objects returned by student code that stay callable (handles), per test process
@@ -174,16 +176,16 @@ def _local(fn, args, kwargs, tracked):
 
 def _ship(fn, args, kwargs, tracked=None):
     """The judge: send the call to the student's process, decode what comes back."""
-    import cloudpickle
-    import torch
-
     if CHANNEL is None:
         raise RuntimeError("student code can only be called while a test runs under the grader")
-    if tracked is None:
-        tracked, _ = _walk((fn, args, kwargs))
-    payload = _dumps((tracked, fn, args, kwargs))
-    header = {"quiet": QUIET[0] > 0,
-              "rng": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()}
+    edits = EDITS() if EDITS is not None else {}
+    if tracked is None or edits:
+        tracked, _ = _walk((fn, args, kwargs, edits))
+    payload = _dumps((tracked, fn, args, kwargs, edits))
+    header = {"quiet": QUIET[0] > 0}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        header["rng"] = base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()
     reply = CHANNEL.call(header, payload)
     try:
         doc = observation.loads(reply)
@@ -230,11 +232,13 @@ def _dumps(obj) -> bytes:
     import io
 
     import cloudpickle
-    import torch
+
+    torch = sys.modules.get("torch")
 
     class Pickler(cloudpickle.Pickler):
         def reducer_override(self, o):
-            if type(o) in (torch.Tensor, torch.nn.Parameter) and (o.requires_grad or o.grad is not None):
+            if torch is not None and type(o) in (torch.Tensor, torch.nn.Parameter) and \
+                    (o.requires_grad or o.grad is not None):
                 grad = o.grad if o.is_leaf else None
                 return _rebuild_tensor, (o.detach(), o.requires_grad, grad, type(o) is torch.nn.Parameter)
             return super().reducer_override(o)
@@ -257,11 +261,11 @@ def _rebuild_tensor(data, requires_grad, grad, parameter):
 
 
 def _has_state(obj) -> bool:
-    import torch
-
-    from .checks import CallRecorder
-
-    return isinstance(obj, (torch.Tensor, CallRecorder, torch.nn.Module))
+    # (a module not loaded here cannot have made obj: a tensor arrives with torch, a recorder with the checks)
+    torch, checks = sys.modules.get("torch"), sys.modules.get("autograder.checks")
+    if torch is not None and isinstance(obj, (torch.Tensor, torch.nn.Module)):
+        return True
+    return checks is not None and isinstance(obj, checks.CallRecorder)
 
 
 def _walk(roots):
@@ -352,12 +356,11 @@ def _code_names(code):
 
 def serve_call(header: dict, payload: bytes, out_fd: int = 1, err_fd: int = 2) -> bytes:
     """Where student code runs: perform one call sent by the judge; return the observation."""
-    import torch
-
     rng = header.get("rng")
-    tracked, fn, args, kwargs = pickle.loads(payload)  # the judge's data: trusted here
-    arrival = {id(o): o._version for o in tracked if isinstance(o, torch.Tensor)}
-    if isinstance(rng, str):
+    tracked, fn, args, kwargs, edits = pickle.loads(payload)  # the judge's data: trusted here
+    torch = sys.modules.get("torch")
+    arrival = {id(o): o._version for o in tracked if torch is not None and isinstance(o, torch.Tensor)}
+    if isinstance(rng, str) and torch is not None:
         try:
             torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(rng)), dtype=torch.uint8))
         except Exception:  # noqa: BLE001
@@ -366,6 +369,7 @@ def serve_call(header: dict, payload: bytes, out_fd: int = 1, err_fd: int = 2) -
     warnings_seen: list = []
     doc: dict = {}
     outcome = None
+    saved = _apply_edits(edits)
     try:
         if header.get("quiet"):
             from .checks import quiet
@@ -377,6 +381,8 @@ def serve_call(header: dict, payload: bytes, out_fd: int = 1, err_fd: int = 2) -
         outcome = ("returned", value)
     except BaseException as exc:  # noqa: BLE001 - reported to the judge as what was raised
         outcome = ("raised", exc)
+    finally:
+        _undo_edits(saved)
     _flush()
     enc = observation.Encoder(tracked, keep=_keep, arrival=arrival)
     try:
@@ -393,6 +399,35 @@ def serve_call(header: dict, payload: bytes, out_fd: int = 1, err_fd: int = 2) -
         return observation.dumps(doc)
     except observation.ObservationTooLarge as exc:
         return observation.dumps({"error": f"what the call returned is too large to grade: {exc}"})
+
+
+def _apply_edits(edits):
+    """A test cell's ``del name`` / ``name = other`` of the student's names, for one call (nbgrader
+    runs tests in the student's namespace, where such a statement changes what student code sees:
+    e.g. ``del squares`` to check that ``sum_of_squares`` calls ``squares``)."""
+    saved = {}
+    if not edits or NAMESPACE is None:
+        return saved
+    missing = object()
+    for name, value in edits.items():
+        saved[name] = NAMESPACE.get(name, missing)
+        if type(value) is tuple and len(value) == 1 and type(value[0]) is str and value[0] == DELETED[0]:
+            NAMESPACE.pop(name, None)
+        else:
+            NAMESPACE[name] = value
+    saved["$missing"] = missing
+    return saved
+
+
+def _undo_edits(saved):
+    if not saved:
+        return
+    missing = saved.pop("$missing")
+    for name, value in saved.items():
+        if value is missing:
+            NAMESPACE.pop(name, None)
+        else:
+            NAMESPACE[name] = value
 
 
 def _keep(obj) -> int:

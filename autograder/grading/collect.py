@@ -62,6 +62,12 @@ class SourceNotebook:
     def max_score(self) -> float:
         return sum(t.points for t in self.tests)
 
+    @property
+    def language(self) -> str:
+        info = self.nb.get("metadata", {}).get("kernelspec", {}) or {}
+        lang = info.get("language") or self.nb.get("metadata", {}).get("language_info", {}).get("name") or ""
+        return str(lang).lower()
+
     def imports(self) -> set[str]:
         """Modules the test cells import (preloaded by the sandboxes before the snapshot)."""
         names = set()
@@ -95,7 +101,7 @@ def _source(cell) -> str:
     return src if isinstance(src, str) else ""
 
 
-def read_source(assignment: str, path: Path) -> SourceNotebook:
+def read_source(assignment: str, path: Path, begin_hidden: str = "BEGIN HIDDEN TESTS") -> SourceNotebook:
     nb = nbformat.read(path, as_version=4)
     tests, locked, order, cell_ids = [], {}, [], {}
     for cell in nb.cells:
@@ -111,20 +117,27 @@ def read_source(assignment: str, path: Path) -> SourceNotebook:
         if meta.get("grade") and not meta.get("solution"):
             source = _source(cell)
             tests.append(TestCell(gid, float(meta.get("points", 0)), source,
-                                  "### BEGIN HIDDEN TESTS" in source, cell.get("id")))
+                                  begin_hidden in source, cell.get("id")))
         elif meta.get("locked") and not meta.get("solution"):
             locked[gid] = _source(cell)
     return SourceNotebook(assignment, path.stem, path, nb, tests, locked, order, cell_ids)
 
 
 class Course:
-    """The instructor's side: ``<root>/solutions/<assignment>/<notebook>.ipynb``."""
+    """The instructor's side: ``<root>/<source_directory>/<assignment>/<notebook>.ipynb``, where
+    the folders come from the course's nbgrader configuration (:mod:`.config`)."""
 
-    def __init__(self, root: Path, source_dir: str = "solutions"):
-        self.root = Path(root)
-        self.source = self.root / source_dir
+    def __init__(self, root: Path, config=None):
+        from . import config as configuration
+
+        self.config = config or configuration.load(root)
+        self.root = self.config.root
+        self.source = self.config.source
         if not self.source.is_dir():
-            raise FileNotFoundError(f"no source directory {self.source} (the course's solutions/)")
+            raise FileNotFoundError(
+                f"no source directory {self.source} (nbgrader's CourseDirectory.source_directory = "
+                f"{self.config.source_directory!r}, read from "
+                f"{', '.join(self.config.files) or 'nbgrader defaults: no nbgrader_config.py in ' + str(self.root)})")
         self._cache: dict[str, list[SourceNotebook]] = {}
 
     def assignments(self) -> list[str]:
@@ -133,11 +146,19 @@ class Course:
 
     def notebooks(self, assignment: str) -> list[SourceNotebook]:
         if assignment not in self._cache:
-            self._cache[assignment] = [read_source(assignment, p)
+            self._cache[assignment] = [read_source(assignment, p, self.config.begin_hidden)
                                        for p in sorted((self.source / assignment).glob("*.ipynb"))]
         return self._cache[assignment]
 
+    def unsupported(self, assignment: str) -> list[str]:
+        """What the assignment's test cells use that the grader does not support (see :mod:`.config`)."""
+        from .config import unsupported
+
+        return [f"{nb.name}: {p}" for nb in self.notebooks(assignment) for p in unsupported(nb)]
+
     def imports(self) -> list[str]:
+        if self.config.preload is not None:
+            return sorted(self.config.preload)
         names = set()
         for a in self.assignments():
             for nb in self.notebooks(a):

@@ -34,8 +34,9 @@ def add_parser(subparsers):
     p.add_argument("--out", required=True, type=Path, help="folder for grades.csv and feedback/")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="sandboxes grading in parallel on this machine (default: number of CPUs)")
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds per code cell and per test cell (default 120, as the course's nbgrader config)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per code cell and per test cell (default: the course's Execute.timeout, "
+                        "as nbgrader autograde; 120 in this course)")
     p.add_argument("--memory-limit", default="2G",
                    help="memory a submission may use beyond the warm Python with torch, e.g. 512M, 2G "
                         "(default 2G)")
@@ -48,7 +49,10 @@ def add_parser(subparsers):
     p.add_argument("--processes", type=int, default=32,
                    help="processes a submission may start (default 32)")
     p.add_argument("--course", type=Path, default=None,
-                   help="nbgrader course root with solutions/ (default: this repository)")
+                   help="nbgrader course folder: its nbgrader_config.py is read as nbgrader autograde reads it "
+                        "(default: the current folder, like nbgrader)")
+    p.add_argument("--assignment", action="append", default=None, metavar="NAME",
+                   help="grade only this assignment (repeatable; default: every assignment submitted)")
     p.add_argument("--no-gradebook", action="store_true",
                    help="do not write the nbgrader gradebook and autograded/ notebooks")
     p.add_argument("--no-sandbox", action="store_true",
@@ -60,11 +64,7 @@ def add_parser(subparsers):
 
 
 def _course_root(arg):
-    if arg is not None:
-        return arg.resolve()
-    from autograder.course import REPO
-
-    return REPO
+    return (arg if arg is not None else Path.cwd()).resolve()
 
 
 def run(args) -> int:
@@ -74,9 +74,10 @@ def run(args) -> int:
     started = time.monotonic()
     try:
         course = Course(_course_root(args.course))
-        submissions_dir = (args.submissions or course.root / "submitted").resolve()
+        submissions_dir = (args.submissions or course.config.submitted).resolve()
+        timeout = args.timeout if args.timeout is not None else (course.config.timeout or 600.0)
         limits = {
-            "timeout": float(args.timeout),
+            "timeout": float(timeout),
             "wall": float(args.wall_limit),
             "output": parse_size(args.output_limit),
             "processes": int(args.processes),
@@ -101,6 +102,20 @@ def run(args) -> int:
 
             pool = LocalPool(args.jobs, options).start()
         subs = find_submissions(submissions_dir, course, warn=lambda m: print(m, file=sys.stderr))
+        if args.assignment:
+            unknown = set(args.assignment) - set(course.assignments())
+            if unknown:
+                raise ValueError(f"no assignment {', '.join(sorted(unknown))} in {course.source}")
+            subs = [s for s in subs if s.assignment in args.assignment]
+        refused = {a: course.unsupported(a) for a in sorted({s.assignment for s in subs})}
+        refused = {a: p for a, p in refused.items() if p}
+        if refused:
+            if pool is not None:
+                pool.run([], None)
+            raise ValueError("refusing to grade, nothing was written: these assignments use what this grader "
+                             "cannot run the way nbgrader would (grade them with `nbgrader autograde`, or leave "
+                             "them out with --assignment):\n" + "\n".join(
+                                 f"  {a}: {p}" for a, problems in refused.items() for p in problems))
     except (SandboxError, FileNotFoundError, ValueError) as exc:
         print(f"autograder grade: {exc}", file=sys.stderr)
         return 2
@@ -110,7 +125,7 @@ def run(args) -> int:
     if not args.no_gradebook:
         from .gradebook import GradebookWriter
 
-        writer = GradebookWriter(course.root)
+        writer = GradebookWriter(course.root, course.config.gradebook_url, course.config.course_id)
         for a in sorted({s.assignment for s in subs}):
             for nb in course.notebooks(a):
                 writer.register(nb)
@@ -139,7 +154,7 @@ def run(args) -> int:
             writer.record(sub, rows)
             from .gradebook import write_autograded
 
-            write_autograded(course.root, sub, rows, result)
+            write_autograded(course.config.autograded, sub, rows, result)
         bar.update(1)
 
     for sub in subs:
@@ -176,7 +191,7 @@ def run(args) -> int:
     if flagged:
         print(f"{len(flagged)} notebook(s) need a human look (a status other than ok): {review}")
     print(f"wrote {out / 'grades.csv'} and {out / 'feedback'}"
-          + ("" if args.no_gradebook else f"; gradebook {course.root / 'gradebook.db'}"))
+          + ("" if args.no_gradebook else f"; gradebook {course.config.gradebook_url}"))
     if errors:
         for key, error in errors:
             print(f"grader error on {key}:\n{error[-2000:]}", file=sys.stderr)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import nbformat
 
 
 class GradebookWriter:
-    def __init__(self, course_root: Path, db_url: str | None = None):
+    def __init__(self, course_root: Path, db_url: str | None = None, course_id: str = ""):
         from nbgrader.api import Gradebook
 
         # nbgrader runs `alembic` from PATH: use this environment's
@@ -27,7 +28,7 @@ class GradebookWriter:
             os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
         self.root = Path(course_root)
         self.db_url = db_url or f"sqlite:///{self.root / 'gradebook.db'}"
-        self.gb = Gradebook(self.db_url)
+        self.gb = Gradebook(self.db_url, course_id)  # as nbgrader autograde opens it
         self._registered = set()
 
     def close(self):
@@ -50,6 +51,16 @@ class GradebookWriter:
         self._registered.add(key)
 
     def record(self, sub, rows) -> None:
+        # nbgrader's own add_submission makes SQLAlchemy warn ("... not in session, add operation along
+        # 'Student.submissions' will not proceed"): harmless (nbgrader adds the object itself), and
+        # printed in the middle of the progress bar
+        from sqlalchemy.exc import SAWarning
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SAWarning)
+            self._record(sub, rows)
+
+    def _record(self, sub, rows) -> None:
         from nbgrader.api import MissingEntry
 
         self.register(sub.source)
@@ -111,11 +122,11 @@ def autograded_notebook(sub, rows, result):
     return nb
 
 
-def write_autograded(course_root: Path, sub, rows, result) -> Path | None:
+def write_autograded(autograded_dir: Path, sub, rows, result) -> Path | None:
     nb = autograded_notebook(sub, rows, result)
     if nb is None:
         return None
-    folder = Path(course_root) / "autograded" / sub.student / sub.assignment
+    folder = Path(autograded_dir) / sub.student / sub.assignment
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{sub.notebook}.ipynb"
     nbformat.write(nb, path)

@@ -154,10 +154,26 @@ class Submission:
         from autograder import remote
 
         remote.CHANNEL = Channel()
+        remote.EDITS = self.edits
         self.tests = tests
         self.compiled = [compile_test(t["source"], t["id"]) for t in tests]
         self.ns = {"__name__": "__main__", "__builtins__": builtins}
-        self.bound = set()
+        self.bound = {}
+
+    def edits(self):
+        """Student names the running test deleted or rebound (sent with each call)."""
+        from autograder.remote import DELETED, Remote
+
+        out = {}
+        for name, value in self.bound.items():
+            if name not in self.ns:
+                out[name] = DELETED
+                continue
+            now = self.ns[name]
+            if now is value or (isinstance(now, Remote) and now._path == (name,)):
+                continue
+            out[name] = now
+        return out
 
     def run(self):
         write_frame(PROTO_OUT, {"ev": "ready"})
@@ -182,9 +198,9 @@ class Submission:
             names = {}
         if type(names) is not dict:
             raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
-        for name in self.bound - set(names):
+        for name in set(self.bound) - set(names):
             self.ns.pop(name, None)
-        self.bound = set()
+        self.bound = {}
         for name, info in names.items():
             if type(name) is not str or not name.isidentifier() or name.startswith("__") or type(info) is not dict:
                 raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
@@ -202,7 +218,7 @@ class Submission:
             else:
                 raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
             self.ns[name] = value
-            self.bound.add(name)
+            self.bound[name] = value
 
     def run_test(self, k, names):
         from autograder.messages import CheckFailure  # noqa: F401 - (imported for its side effects: none)

@@ -1,0 +1,143 @@
+"""The course's configuration, read the way ``nbgrader autograde`` reads it from that folder.
+
+``autograder grade --course DIR`` (default: the current folder, like nbgrader) loads
+``DIR/nbgrader_config.py`` - and the user's and system's Jupyter config folders - through
+nbgrader's own application class, so every setting means what it means to nbgrader:
+
+* ``CourseDirectory.source_directory`` / ``submitted_directory`` / ``autograded_directory`` /
+  ``feedback_directory`` / ``course_id`` / ``db_url`` / ``ignore`` / ``max_file_size``;
+* ``Execute.timeout`` (nbgrader's ExecutePreprocessor timeout, per cell) - the default of
+  ``--timeout``;
+* ``ClearHiddenTests.begin_test_delimeter`` / ``end_test_delimeter`` - where hidden tests start;
+* ``AutograderGrade.preload`` (this tool's own setting; optional): modules the warm sandbox
+  imports before forking a student process. Default: the modules the course's source notebooks
+  import (torch in this course, nothing but the standard library in many others).
+
+:func:`unsupported` lists what an assignment uses that this grader does not grade the way
+nbgrader would; ``autograder grade`` refuses such an assignment with that list instead of
+grading it wrong.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class CourseConfig:
+    root: Path
+    course_id: str = ""
+    source_directory: str = "source"
+    submitted_directory: str = "submitted"
+    autograded_directory: str = "autograded"
+    feedback_directory: str = "feedback"
+    db_url: str = ""
+    timeout: float | None = 30.0
+    begin_hidden: str = "BEGIN HIDDEN TESTS"
+    end_hidden: str = "END HIDDEN TESTS"
+    preload: list | None = None
+    ignore: list = field(default_factory=list)
+    max_file_size: int = 100000
+    files: list = field(default_factory=list)  # config files read
+
+    @property
+    def source(self) -> Path:
+        return self.root / self.source_directory
+
+    @property
+    def submitted(self) -> Path:
+        return self.root / self.submitted_directory
+
+    @property
+    def autograded(self) -> Path:
+        return self.root / self.autograded_directory
+
+    @property
+    def gradebook_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.root / 'gradebook.db'}"
+
+
+@contextlib.contextmanager
+def _cwd(path):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def load(root) -> CourseConfig:
+    """The configuration nbgrader's ``autograde`` would use when run from ``root``."""
+    from nbgrader.apps.autogradeapp import AutogradeApp
+    from nbgrader.preprocessors import ClearHiddenTests, Execute
+
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise FileNotFoundError(f"no course folder {root}")
+    AutogradeApp.clear_instance()
+    app = AutogradeApp()
+    app.log.setLevel(logging.ERROR)
+    try:
+        with _cwd(root):
+            app.initialize([])
+        cd = app.coursedir
+        execute = Execute(parent=app)
+        hidden = ClearHiddenTests(parent=app)
+        preload = app.config.get("AutograderGrade", {}).get("preload")
+        timeout = execute.timeout
+        files = [str(root / "nbgrader_config.py")] if (root / "nbgrader_config.py").exists() else []
+        return CourseConfig(
+            root=Path(cd.root).resolve() if cd.root else root,
+            course_id=cd.course_id,
+            source_directory=cd.source_directory,
+            submitted_directory=cd.submitted_directory,
+            autograded_directory=cd.autograded_directory,
+            feedback_directory=cd.feedback_directory,
+            db_url=cd.db_url if cd.db_url and not cd.db_url.endswith(os.sep + "gradebook.db") else "",
+            timeout=float(timeout) if timeout not in (None, -1) and timeout > 0 else None,
+            begin_hidden=hidden.begin_test_delimeter,
+            end_hidden=hidden.end_test_delimeter,
+            preload=list(preload) if preload is not None else None,
+            ignore=list(cd.ignore),
+            max_file_size=int(cd.max_file_size),
+            files=files,
+        )
+    finally:
+        AutogradeApp.clear_instance()
+
+
+# --------------------------------------------------------------------------- what is refused
+
+
+def unsupported(source_nb) -> list[str]:
+    """Why the grader cannot grade this source notebook as nbgrader would (empty: it can).
+
+    ``source_nb`` is a :class:`~autograder.grading.collect.SourceNotebook`."""
+    problems = []
+    language = source_nb.language
+    if language and language != "python":
+        problems.append(f"the notebook's kernel language is {language!r}: only Python notebooks are graded")
+    for test in source_nb.tests:
+        where = f"test cell {test.grade_id!r}"
+        if "AUTOTEST" in test.source:
+            problems.append(f"{where} uses nbgrader's AUTOTEST directives (generated tests)")
+            continue
+        try:
+            tree = ast.parse(test.source)
+        except SyntaxError:
+            problems.append(f"{where} is not plain Python (IPython magics %, %% or ! commands?): the judge "
+                            "runs test cells as Python, outside a Jupyter kernel")
+            continue
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        for name, why in (("get_ipython", "talks to the Jupyter kernel"), ("display", "uses IPython's display"),
+                          ("globals", "reads the notebook's global namespace"),
+                          ("exec", "executes code strings in the student's namespace"),
+                          ("eval", "evaluates code strings in the student's namespace")):
+            if name in names:
+                problems.append(f"{where} calls {name}() ({why}), which the judge cannot reproduce")
+    return problems

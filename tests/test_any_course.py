@@ -1,0 +1,139 @@
+"""`autograder grade` on nbgrader courses other than this one: a drop-in for `nbgrader autograde`.
+
+* tests/fixtures/courses/stats101: a third-party-style course (its own nbgrader_config.py with
+  other folder names and a course id, no torch, partial-credit and manually graded cells, a test
+  that deletes a student name) graded from its own folder exactly as real `nbgrader autograde`
+  grades the same submissions.
+* nbgrader's own user-guide course (shipped inside the installed nbgrader package:
+  docs/source/user_guide, `source/ps1`, `submitted/{bitdiddle,hacker}`) gets nbgrader's
+  published autograded totals (its grades.csv: bitdiddle 1.5, hacker 3.0).
+* An assignment whose tests use what the judge cannot run as nbgrader would (IPython magics,
+  AUTOTEST directives) is refused with a message, and nothing is written.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import nbgrader
+
+FIXTURE = Path(__file__).parent / "fixtures" / "courses" / "stats101"
+USER_GUIDE = Path(nbgrader.__file__).parent / "docs" / "source" / "user_guide"
+AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
+# nbgrader runs `alembic` from PATH: this environment's first
+ENV = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+
+def grade(cwd, *args):
+    return subprocess.run([AUTOGRADER, "grade", *map(str, args), "--quiet"], cwd=cwd, capture_output=True,
+                          text=True, timeout=900, env=ENV)
+
+
+def rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def stock_scores(course_root, assignment):
+    """Real `nbgrader autograde` from the course's folder: {(student, notebook, grade_id): score}."""
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
+                    "--log-level=ERROR"], cwd=course_root, check=True, capture_output=True, env=ENV)
+    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"],
+                   cwd=course_root, check=True, capture_output=True, env=ENV)
+    from nbgrader.api import Gradebook
+
+    from autograder.grading.config import load
+
+    config = load(course_root)
+    scores = {}
+    with Gradebook(config.gradebook_url, config.course_id) as gb:
+        for sub in gb.assignment_submissions(assignment):
+            for nb in sub.notebooks:
+                for g in nb.grades:
+                    if g.cell_type == "code" and not _is_solution(course_root, config, assignment, nb.name, g.name):
+                        scores[(sub.student.id, nb.name, g.name)] = float(g.auto_score or 0.0)
+    return scores
+
+
+def _is_solution(course_root, config, assignment, notebook, grade_id):
+    nb = nbformat.read(Path(course_root) / config.source_directory / assignment / f"{notebook}.ipynb", as_version=4)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == grade_id:
+            return bool(meta.get("solution"))
+    return False
+
+
+@pytest.fixture(scope="module")
+def stats101(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stats101")
+    stock, ours = root / "stock", root / "ours"
+    shutil.copytree(FIXTURE, stock)
+    shutil.copytree(FIXTURE, ours)
+    proc = grade(ours, "--out", ours / "out")  # no --course: the current folder, like nbgrader
+    return {"stock": stock_scores(stock, "hw1"), "proc": proc, "ours": ours}
+
+
+def test_config_is_read_through_nbgrader():
+    from autograder.grading.config import load
+
+    config = load(FIXTURE)
+    assert (config.course_id, config.source_directory, config.submitted_directory, config.autograded_directory) == (
+        "stats101", "instructor", "inbox", "marked")
+    assert config.timeout == 30.0
+    assert config.begin_hidden == "BEGIN HIDDEN TESTS"
+
+
+def test_third_party_course_gets_exactly_nbgrader_autograde_scores(stats101):
+    proc = stats101["proc"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Warning" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr  # no SAWarning, no other
+    got = rows(stats101["ours"] / "out" / "grades.csv")
+    assert {r["status"] for r in got} == {"ok"}
+    ours = {(r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got}
+    assert ours == stats101["stock"]
+    # what the fixture exercises: partial credit, a deleted student name, a wrong exception type
+    assert ours[("carol", "hw1", "test_variance_partial")] == 2.0
+    assert ours[("alice", "hw1", "test_variance_uses_mean")] == 1.0
+    assert ours[("bob", "hw1", "test_mean_empty")] == 0.0
+    # written where the course's config says
+    assert (stats101["ours"] / "marked" / "alice" / "hw1" / "hw1.ipynb").exists()
+    assert (stats101["ours"] / "gradebook.db").exists()
+
+
+def test_user_guide_course_gets_nbgrader_published_totals(tmp_path):
+    course = tmp_path / "user_guide"
+    shutil.copytree(USER_GUIDE / "source", course / "source")
+    shutil.copytree(USER_GUIDE / "submitted", course / "submitted")
+    proc = grade(course, "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Warning" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    totals = {}
+    for r in rows(tmp_path / "out" / "grades.csv"):
+        assert r["status"] == "ok", r
+        totals[r["student"]] = totals.get(r["student"], 0.0) + float(r["score"])
+    published = {r["student_id"]: float(r["score"]) for r in rows(USER_GUIDE / "grades.csv")}
+    assert published == {"bitdiddle": 1.5, "hacker": 3.0}
+    assert totals == published
+
+
+def test_unsupported_test_cells_are_refused(tmp_path):
+    course = tmp_path / "magic"
+    shutil.copytree(FIXTURE, course)
+    path = course / "instructor" / "hw1" / "hw1.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_mean":
+            cell.source = "%time mean([1, 2])\n" + cell.source
+    nbformat.write(nb, path)
+    proc = grade(course, "--out", tmp_path / "out")
+    assert proc.returncode == 2
+    assert "refusing to grade" in proc.stderr and "test_mean" in proc.stderr and "magics" in proc.stderr
+    assert not (tmp_path / "out" / "grades.csv").exists()
