@@ -113,9 +113,9 @@ def _real_dir(path: Path) -> Path:
     return path
 
 
-def install(course_root: Path, student: str, assignment: str, files: dict) -> Path:
-    """Write the files as ``submitted/<student>/<assignment>/``, replacing what was there."""
-    submitted = _real_dir(Path(course_root) / "submitted")
+def install(submitted_dir: Path, student: str, assignment: str, files: dict) -> Path:
+    """Write the files as ``<submitted>/<student>/<assignment>/``, replacing what was there."""
+    submitted = _real_dir(Path(submitted_dir))
     student_dir = _real_dir(submitted / student)
     target = student_dir / assignment
     staging = Path(tempfile.mkdtemp(prefix=f".{assignment}-", dir=student_dir))
@@ -146,12 +146,12 @@ def collect(zips, course_root: Path, out=print, err=None) -> int:
     for z in zips:
         try:
             student, assignment, files = check_zip(Path(z), course)
-            target = install(course_root, student, assignment, files)
+            target = install(course.config.submitted, student, assignment, files)
         except Refused as exc:
             refused += 1
             err(f"refused {z}: {exc} (nothing from it was written)")
             continue
-        out(f"imported {z} -> {target.relative_to(course_root)}")
+        out(f"imported {z} -> {os.path.relpath(target, course_root)}")
     return 1 if refused else 0
 
 
@@ -160,15 +160,15 @@ def add_parser(subparsers):
                               description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 1)[1],
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("zips", nargs="+", type=Path, help="zip files made by `autograder submit`")
-    p.add_argument("--course", type=Path, default=None, help="nbgrader course root (default: this repository)")
+    p.add_argument("--course", type=Path, default=None,
+                   help="nbgrader course folder (default: the current folder); notebooks go to its "
+                        "CourseDirectory.submitted_directory")
     p.set_defaults(func=_main)
     return p
 
 
 def _main(args) -> int:
-    from autograder.course import REPO
-
-    root = (args.course or REPO).resolve()
+    root = (args.course or Path.cwd()).resolve()
     try:
         return collect(args.zips, root)
     except FileNotFoundError as exc:
