@@ -79,3 +79,30 @@ def test_grading_contract_of_source_notebook(path):
         assert owner(test, names), f"test cell {test!r} is not owned by any graded function"
         meta = cells[test].metadata["nbgrader"]
         assert meta["points"] > 0 and meta["locked"]
+
+
+CLAUSE_ROW = re.compile(r"^\|\s*([A-Z]\d+)\s*\|[^|]*\|(.*)\|\s*$", re.M)
+CLAUSE_ID = re.compile(r"\*\*\[([A-Z]\d+)\]\*\*")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_clause_has_tests_and_every_test_a_clause(path):
+    """The `clauses` table maps each specification clause ([M1] ...) to the tests that check it."""
+    nb = nbformat.read(path, as_version=4)
+    cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if "nbgrader" in c.metadata}
+    assert "clauses" in cells, "the solution needs a markdown cell with grade_id 'clauses' (clause -> tests table)"
+    _, tests = graded_cells(nb)
+    table = {cid: set(re.findall(r"`(test_\w+)`", rest)) for cid, rest in CLAUSE_ROW.findall(cells["clauses"].source)}
+    specified = {cid for c in nb.cells if c.cell_type == "markdown" for cid in CLAUSE_ID.findall(c.source)}
+    assert specified, "no clause ids (**[X1]**) in the specification cells"
+    assert set(table) == specified, f"clauses in the spec but not the table, or the reverse: {set(table) ^ specified}"
+    for cid, owned in table.items():
+        assert owned, f"clause {cid} has no test"
+        assert owned <= set(tests), f"clause {cid} names unknown tests {owned - set(tests)}"
+    covered = set().union(*table.values())
+    assert covered == set(tests), f"tests that check no clause: {set(tests) - covered}"
+    for test in tests:  # each test's first comment line names its clauses, as in the table
+        first = next(line for line in cells[test].source.splitlines() if line.startswith("#"))
+        named = set(re.findall(r"\b([A-Z]\d+)\b", first.split("[", 1)[1].split("]", 1)[0])) if "[" in first else set()
+        assert named == {cid for cid, owned in table.items() if test in owned}, (
+            f"{test}: its first line names {sorted(named)}, the clauses table {sorted(c for c, o in table.items() if test in o)}")
