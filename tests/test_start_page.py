@@ -70,3 +70,22 @@ def test_links_are_relative_and_found_by_the_link_parser():
 def test_make_lab_opens_the_start_page():
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^START_PAGE \?= lab/tree/course/00_start_here\.ipynb$", makefile, re.M)
+
+
+def test_stated_lesson_times_are_the_measured_core_times():
+    """Each lesson's row states its core time as autograder.lessons measures it (150 words and 10
+    code lines a minute, optional sections apart), and every core fits the course's limit."""
+    from autograder.lessons import CORE_LIMIT_MINUTES, lessons, measure
+
+    nb = nbformat.read(START, as_version=4)
+    rows = [line for c in nb.cells if c.cell_type == "markdown" for line in c.source.splitlines()
+            if line.startswith("|") and ".ipynb" in line]
+    for path in lessons():
+        t = measure(path)
+        row = next((r for r in rows if f"]({path.name})" in r), None)
+        assert row is not None, f"{path.name} has no row in the start page's map"
+        stated = re.search(r"about (\d+) min", row)
+        assert stated and int(stated.group(1)) == t.rounded, (
+            f"{path.name}: the map says {stated.group(0) if stated else 'nothing'}, measured core {t.minutes:.1f} min "
+            f"(state 'about {t.rounded} min')")
+        assert t.minutes <= CORE_LIMIT_MINUTES + 0.5, f"{path.name}: core {t.minutes:.1f} min > {CORE_LIMIT_MINUTES}"
