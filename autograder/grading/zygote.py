@@ -287,7 +287,7 @@ class Session:
         self.n_tests = len(task.get("tests", ())) or sum(1 for item in task["items"] if item[0] == "test")
         self.timeout = float(limits["timeout"])
         self.wall = start + float(limits["wall"])
-        self.grace = 2.0
+        self.grace = 5.0  # after SIGINT, how long a cell gets to stop (a loaded machine is slow to deliver)
         self.cells = {}
         self.current = None  # index of the cell running
         self.since = None
