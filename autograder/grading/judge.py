@@ -186,6 +186,7 @@ class Submission:
                 k = msg.get("k")
                 if type(k) is not int or not 0 <= k < len(self.tests):
                     continue
+                _default_dtype(msg.get("dtype"))
                 verdict = self.run_test(k, msg.get("names"))
                 write_frame(PROTO_OUT, dict(verdict, ev="verdict", k=k))
 
@@ -265,6 +266,17 @@ class Submission:
             "status": status, "stderr": wrote_stderr, "output": output,
             "seconds": round(time.perf_counter() - started, 4),
         }
+
+
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def _default_dtype(name):
+    """The student's process reports its default dtype (a cell may set it): the test runs with it,
+    as it would in one kernel. Anything but a known floating dtype name means the usual float32."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_default_dtype(getattr(torch, name) if name in DTYPES else torch.float32)
 
 
 def _import(name):

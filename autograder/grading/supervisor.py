@@ -288,7 +288,7 @@ class _Run:
 
     def _run_test(self, k):
         deadline = min(time.monotonic() + self.timeout, self.wall)
-        names, restored, status = None, [], None
+        names, restored, status, dtype = None, [], None, None
         seq = next(self.sup.seq)
         self.z.send({"op": "begin", "seq": seq})
         reply, _ = self._reply(seq, deadline)
@@ -296,13 +296,14 @@ class _Run:
             status = reply["status"]
         else:
             names = reply.get("names")
+            dtype = reply.get("dtype") if isinstance(reply.get("dtype"), str) else None
             r = reply.get("restored")
             if type(r) is list:
                 restored = [str(x)[:200] for x in r[:20]]
                 self.restored.extend(x for x in restored if x not in self.restored)
         if self.judge_lost:
             return {"passed": False, "status": "grader-error", "message": "the judge was stopped"}
-        self.j.send({"op": "test", "k": k, "names": names if status is None else {}})
+        self.j.send({"op": "test", "k": k, "names": names if status is None else {}, "dtype": dtype})
         while True:
             try:
                 frame, payload = self.j.read(timeout=max(deadline - time.monotonic(), 0) + GRACE)

@@ -464,7 +464,7 @@ class Session:
             return
         for header, body in frames:
             out = {"ev": "reply"}
-            for key in ("seq", "names", "restored", "error"):
+            for key in ("seq", "names", "restored", "error", "dtype"):
                 if key in header:
                     out[key] = header[key]
             write_frame(PROTO_OUT, out, body)
