@@ -42,6 +42,7 @@ BASES = {"correct": "correct-alternative", "values": "mip-values-only", "never":
          "blank": "blank"}
 HOSTILE = {k: v for k, v in json.loads((GRADING / "expected.json").read_text()).items() if not k.startswith("_")}
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
+pytestmark = pytest.mark.usefixtures("needs_bubblewrap")  # fails, with the install command, without it
 
 
 def grade(*args, timeout=1200, env=None):
