@@ -244,12 +244,23 @@ def test_student_path(lab, page):
     page.locator(".lm-TabBar-tab.lm-mod-current", has_text=f"{LESSON}.ipynb").wait_for()
     lesson = current_notebook(page)
     lesson.locator(".jp-RenderedMarkdown h1").first.wait_for()
+    # Run All before the new kernel is ready runs nothing: wait for it (status bar: "... | Idle")
+    page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"ipykernel\)? \| Idle")).first.wait_for()
     menu(page, "Run", "Run All Cells")
-    last = lesson.locator(".jp-Notebook .jp-CodeCell").last
-    last.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for()  # the last cell ran
-    page.wait_for_function(  # nothing left queued or running ([*])
-        "() => ![...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')]"
-        ".some(e => e.textContent.includes('*'))", timeout=TIMEOUT_MS)
+    prompts_js = ("() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell "
+                  ".jp-InputPrompt')].map(e => e.textContent.trim())")
+    # JupyterLab runs the cells one by one: done when the last code cell has its number, or when
+    # nothing has run for 15 s (Run All stopped at an error: the saved file below says where)
+    deadline, quiet = time.time() + 2 * TIMEOUT_MS / 1000, 0
+    while True:
+        prompts = page.evaluate(prompts_js)
+        if re.fullmatch(r"\[\d+\]:?", prompts[-1]):
+            break
+        quiet = 0 if any("*" in p for p in prompts) else quiet + 1
+        if quiet >= 15:
+            break
+        assert time.time() < deadline, f"the lesson's Run All did not finish; prompts: {prompts}"
+        page.wait_for_timeout(1000)
     save(page)
     TIMINGS["lesson_run_all_s"] = round(time.perf_counter() - t0, 1)
     shot(page, "01b-lesson-run-to-the-end.png")
