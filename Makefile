@@ -1,6 +1,9 @@
 # The course's two commands:
 #   make lab    create .venv/ if missing, install the project, start JupyterLab on the course
 #   make test   create .venv/ if missing, run the whole test suite
+# Both first install the Debian packages they need (system-packages.txt) when that needs no
+# password (root, or passwordless sudo); otherwise `make test` stops at once with the exact
+# apt-get command to run, and `make lab` says which feature needs it and starts anyway.
 # Everything is installed with pip from pyproject.toml (direct pins) constrained by
 # requirements.lock (the whole tree pinned).
 
@@ -20,7 +23,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/00_start_here.ipynb
 LAB_ROOT ?= $(CURDIR)
 
-.PHONY: lab test test-browser venv nbval notebooks exercises lock bench clean help
+.PHONY: lab test test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
@@ -44,16 +47,24 @@ $(STAMP): pyproject.toml requirements.lock
 # LAB_ROOT: the folder JupyterLab serves (and where nbgrader's formgrader reads nbgrader_config.py).
 # The terminal runs the user's shell as a non-login shell, so it keeps the PATH above and
 # `autograder check` works there (a login shell would reset PATH from /etc/profile).
-lab: $(STAMP)
+lab: system-packages-lab $(STAMP)
 	cd "$(LAB_ROOT)" && "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(LAB_ROOT)" \
 		--LabApp.default_url=/$(START_PAGE) \
 		--ServerApp.terminado_settings=shell_command="$${SHELL:-/bin/sh}" $(ROOT_FLAG) $(LAB_ARGS)
 
-test: $(STAMP)
+test: system-packages-test $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-browser: $(STAMP)
+test-browser: system-packages-test $(STAMP)
 	$(BIN)/python -m pytest tests/test_browser.py $(PYTEST_ARGS)
+
+# system-packages.txt: bubblewrap (the grading sandbox) and chromium (the browser test)
+system-packages-test:
+	@./system-packages.sh test
+
+# JupyterLab runs without bubblewrap; only `check(hidden=True)` / `autograder check --hidden` need it
+system-packages-lab:
+	@./system-packages.sh lab --warn
 
 nbval: $(STAMP)
 	$(BIN)/python -m pytest course solutions $(PYTEST_ARGS)

@@ -14,6 +14,7 @@ SUBCOMMANDS = [
     "autograder.grading.command",
     "autograder.grading.zipcollect",
     "autograder.selfcheck",
+    "autograder.progress",
     "autograder.submit",
     "autograder.figures",
 ]

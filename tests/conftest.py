@@ -4,6 +4,7 @@
 and solutions/. Fixture notebooks under tests/fixtures are inputs for the grading tests,
 not notebooks to validate.
 """
+import shutil
 import sys
 from pathlib import Path
 
@@ -29,3 +30,19 @@ def stock_grades(tmp_path_factory):
     from autograder.course import stock_autograde
 
     return stock_autograde(tmp_path_factory.mktemp("stock-nbgrader"))
+
+
+def require_command(command: str, what: str):
+    """Fail (never skip) when a system package's command is missing, with the command that installs it."""
+    if shutil.which(command) is None:
+        from autograder.fullcheck import install_command
+
+        pytest.fail(f"{command} is not installed: {what} needs it (system-packages.txt). `make test` installs it "
+                    f"when it can (root or passwordless sudo); otherwise run:\n    {install_command(command)}",
+                    pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def needs_bubblewrap():
+    """The grading sandbox: a test that grades fails at once without bubblewrap, saying how to install it."""
+    require_command("bwrap", "the grading sandbox (autograder grade, autograder check --hidden)")

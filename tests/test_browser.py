@@ -2,18 +2,21 @@
 
 JupyterLab runs from .venv through `make lab` on 127.0.0.1 with a token, serving a temporary
 copy of the course (course/, exercises/, solutions/, nbgrader_config.py; LAB_ROOT), so the
-committed exercises are never touched. A student opens the start page, follows its link to exercise 1, types an
-answer with a typical mistake, saves, runs all cells, runs the self-check from the notebook
-and reads its message; fixes the answer (the reference answer from solutions/), restarts and
-runs everything, and sees every visible test and the self-check pass; `autograder check` also
-runs in JupyterLab's terminal. Then the instructor opens formgrader (nbgrader's JupyterLab
-extension) and sees the assignments listed.
+committed notebooks are never touched. The learner's whole loop: a student opens the start page,
+follows its link to lesson 1 and runs it to the end (errors only in the cells tagged
+raises-exception), follows the start page's link to exercise 1, types an answer with a typical
+mistake, saves, runs all cells, runs the self-check from the notebook and reads its message;
+fixes the answer (the reference answer from solutions/), restarts and runs everything, and sees
+every visible test and the self-check pass; runs the full check (`check(hidden=True)` in a new
+cell: every hidden test too, full marks) and the start page's progress cell (exercise 1: full
+marks). `autograder check` also runs in JupyterLab's terminal. Then the instructor opens
+formgrader (nbgrader's JupyterLab extension) and sees the assignments listed.
 
 Any JavaScript error in the page console fails the test, and so does any error output in
 the final notebook. Screenshots of each step go to artifacts/browser/ (kept by CI), with
-timings.json. Chromium is Debian's (/usr/bin/chromium, `apt-get install chromium`; .ci/run
-installs it); no browser is ever downloaded. Without it the test is skipped, except under
-CI=true, where it fails.
+timings.json. Chromium is Debian's (/usr/bin/chromium, named in system-packages.txt, installed by
+`make test` when it can); no browser is ever downloaded. Without it the test fails (never skips)
+with the command that installs it.
 
 Run alone with `make test-browser`.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -32,7 +36,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course import graded_cells
+from autograder.course import graded_cells, owner
+from autograder.grading.collect import read_source
 from autograder.selfcheck import is_selfcheck_cell
 from exercise_answers import filled_release, reference_answers
 
@@ -40,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts" / "browser"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-ASSIGNMENT = NOTEBOOK = "01_relu_inplace"
+ASSIGNMENT = NOTEBOOK = LESSON = "01_relu_inplace"
 TIMEOUT_MS = 180_000  # one step (2 shared cores: JupyterLab, kernels and chromium compete)
 
 # the answer with a typical mistake: PyTorch's in-place RuntimeError is not caught
@@ -54,13 +59,14 @@ TIMINGS: dict = {}
 
 
 def _chromium() -> str:
+    """Debian's chromium, or a failure (never a skip) with the command that installs it."""
     if Path(CHROMIUM).exists():
         return CHROMIUM
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {CHROMIUM} is missing: .ci/run installs Debian's chromium "
-                    "(apt-get install -y chromium)")
-    pytest.skip(f"Debian's chromium is not installed ({CHROMIUM}): `apt-get install -y chromium` "
-                "to run the browser test (no browser is ever downloaded)")
+    from autograder.fullcheck import install_command
+
+    pytest.fail(f"Debian's chromium is not installed ({CHROMIUM}), so the learner's path in a browser is "
+                "unproven. `make test` installs it when it can (root or passwordless sudo); otherwise run:\n"
+                f"    {install_command('chromium')}\n(no browser is ever downloaded)", pytrace=False)
 
 
 def _free_port() -> int:
@@ -230,10 +236,48 @@ def test_student_path(lab, page):
     # 1. the start page, and its map
     page.goto(f"{base}/?token={token}")  # what `make lab` opens: the start page
     page.locator(".jp-RenderedMarkdown h1", has_text="Start here").wait_for()
-    link = page.locator(f'.jp-RenderedMarkdown a[href*="/files/exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb"]').first
     shot(page, "01-start-page.png", page.locator(".jp-RenderedMarkdown h2", has_text="The map"))
 
+    # 1b. a lesson, opened from the map and run to the end: errors only where tagged raises-exception
+    t0 = time.perf_counter()
+    page.locator(f'.jp-RenderedMarkdown a[href*="/files/course/{LESSON}.ipynb"]').first.click()
+    page.locator(".lm-TabBar-tab.lm-mod-current", has_text=f"{LESSON}.ipynb").wait_for()
+    lesson = current_notebook(page)
+    lesson.locator(".jp-RenderedMarkdown h1").first.wait_for()
+    # Run All before the new kernel is ready runs nothing: wait for it (status bar: "... | Idle")
+    page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"ipykernel\)? \| Idle")).first.wait_for()
+    menu(page, "Run", "Run All Cells")
+    prompts_js = ("() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell "
+                  ".jp-InputPrompt')].map(e => e.textContent.trim())")
+    # JupyterLab runs the cells one by one: done when the last code cell has its number, or when
+    # nothing has run for 15 s (Run All stopped at an error: the saved file below says where)
+    deadline, quiet = time.time() + 2 * TIMEOUT_MS / 1000, 0
+    while True:
+        prompts = page.evaluate(prompts_js)
+        if re.fullmatch(r"\[\d+\]:?", prompts[-1]):
+            break
+        quiet = 0 if any("*" in p for p in prompts) else quiet + 1
+        if quiet >= 15:
+            break
+        assert time.time() < deadline, f"the lesson's Run All did not finish; prompts: {prompts}"
+        page.wait_for_timeout(1000)
+    save(page)
+    TIMINGS["lesson_run_all_s"] = round(time.perf_counter() - t0, 1)
+    shot(page, "01b-lesson-run-to-the-end.png")
+    ran = nbformat.read(root / "course" / f"{LESSON}.ipynb", as_version=4)
+    for i, cell in enumerate(ran.cells):
+        if cell.cell_type != "code":
+            continue
+        assert cell.execution_count is not None, f"lesson cell {i} did not run (Run All stopped before it)"
+        tagged = "raises-exception" in cell.metadata.get("tags", [])
+        errors = [o.ename for o in cell.outputs if o.output_type == "error"]
+        assert bool(errors) == tagged, (f"lesson cell {i}: " + (f"raised {errors} but is not tagged raises-exception"
+                                                                if errors else "tagged raises-exception but raised nothing"))
+    page.locator(".lm-TabBar-tab", has_text="00_start_here.ipynb").first.click()
+
     # 2. the exercise, opened from the start page's link
+    link = page.locator(f'.jp-RenderedMarkdown a[href*="/files/exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb"]').first
+    link.scroll_into_view_if_needed()
     link.click()
     page.locator(".lm-TabBar-tab.lm-mod-current", has_text=f"{NOTEBOOK}.ipynb").wait_for()
     notebook = current_notebook(page)
@@ -278,10 +322,28 @@ def test_student_path(lab, page):
         assert f"PASS  {name}: visible tests pass" in report
         cells.nth(index[f"test_{name}"]).locator(".jp-OutputArea-output",
                                                    has_text=f"{name}: visible tests passed").wait_for()
-    assert "hidden tests (5 cells) run when graded" in report
+    source = read_source(ASSIGNMENT, REPO / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+    hidden = sum(t.hidden and owner(t.grade_id, names) == names[0] for t in source.tests)
+    assert f"hidden tests ({hidden} cells) run when graded" in report
     shot(page, "05-visible-tests-passed.png", cells.nth(index[f"test_{names[1]}"]))
     shot(page, "06-self-check-passed.png", check_cell)
     assert notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+
+    # 5b. the full check, from a new cell at the end: every test, the hidden ones included
+    check_cell.locator(".jp-InputPrompt").click()
+    page.keyboard.press("b")  # a new cell below the (read-only) self-check cell
+    full_cell = cells.nth(len(release.cells))
+    full_cell.locator(".cm-content").click()
+    page.keyboard.insert_text("from autograder.selfcheck import check\ncheck(hidden=True)")
+    page.keyboard.press("Shift+Enter")
+    t0 = time.perf_counter()
+    report = wait_for_output(page, full_cell, "score: ")
+    TIMINGS["full_check_in_notebook_s"] = round(time.perf_counter() - t0, 1)
+    for test in source.tests:
+        kind = "hidden" if test.hidden else "visible"
+        assert f"PASS  {test.grade_id} ({kind}): {test.points:g} / {test.points:g}" in report
+    assert f"score: {source.max_score:g} / {source.max_score:g}" in report and "Full marks" in report
+    shot(page, "06b-full-check.png", full_cell)
 
     # 6. what was saved: the typed answers, and no error output anywhere
     save(page)
@@ -293,6 +355,21 @@ def test_student_path(lab, page):
             assert out.output_type != "error", f"cell {i} has an error output: {out.get('ename')}"
             assert not (out.output_type == "stream" and out.name == "stderr"), f"cell {i} wrote to stderr"
     assert "2 of 2 functions pass" in "".join(o.get("text", "") for o in saved.cells[check_index].outputs)
+
+    # 7. progress, from the start page's cell: exercise 1 has full marks, the others are not started
+    page.locator(".lm-TabBar-tab", has_text="00_start_here.ipynb").first.click()
+    start = current_notebook(page)
+    progress_cell = start.locator(".jp-CodeCell", has_text='progress("../exercises")').first
+    progress_cell.scroll_into_view_if_needed()
+    progress_cell.locator(".jp-InputPrompt").click()
+    page.keyboard.press("Shift+Enter")
+    t0 = time.perf_counter()
+    text = wait_for_output(page, progress_cell, "exercises with full marks")
+    TIMINGS["progress_cell_s"] = round(time.perf_counter() - t0, 1)
+    assert re.search(rf"{ASSIGNMENT}\s+full marks\s+score {source.max_score:g} / {source.max_score:g}", text), text
+    n_exercises = len(list((REPO / "solutions").glob("*/*.ipynb")))
+    assert f"1 of {n_exercises} exercises with full marks" in text
+    shot(page, "06c-progress.png", progress_cell)
     TIMINGS["student_path_s"] = round(time.perf_counter() - started, 1)
     assert committed.read_bytes() == committed_bytes, "the committed exercise must stay untouched"
 

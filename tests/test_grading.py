@@ -44,6 +44,7 @@ SUBMISSIONS = FIXTURE_SUBMISSIONS / EXERCISE
 FORMULA = '=HYPERLINK("http://example.com/x","click")'
 HOSTILE = {k: v for k, v in json.loads((GRADING / "expected.json").read_text()).items() if not k.startswith("_")}
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
+pytestmark = pytest.mark.usefixtures("needs_bubblewrap")  # fails, with the install command, without it
 
 
 def grade(*args, timeout=1200, env=None):
