@@ -374,6 +374,23 @@ def test_student_path(lab, page):
     assert committed.read_bytes() == committed_bytes, "the committed exercise must stay untouched"
 
 
+def test_every_lesson_and_exercise_opens_from_the_map(lab, page):
+    """Each link of the start page's map (lessons 1-4, exercises 1-4) opens its notebook in JupyterLab."""
+    base, token, _ = lab
+    page.goto(f"{base}/?token={token}")
+    page.locator(".jp-RenderedMarkdown h1", has_text="Start here").wait_for()
+    targets = [f"course/{p.name}" for p in sorted((REPO / "course").glob("0[1-9]_*.ipynb"))]
+    targets += [p.relative_to(REPO).as_posix() for p in sorted((REPO / "exercises").glob("*/*.ipynb"))]
+    assert any("04_training_loops" in t for t in targets)
+    for target in targets:
+        page.locator(".lm-TabBar-tab", has_text="00_start_here.ipynb").first.click()
+        page.locator(f'.jp-RenderedMarkdown a[href*="/files/{target}"]').first.click()
+        name = target.rsplit("/", 1)[1]
+        page.locator(".lm-TabBar-tab.lm-mod-current", has_text=name).wait_for()
+        current_notebook(page).locator(".jp-RenderedMarkdown h1, .jp-RenderedMarkdown h2").first.wait_for()
+    shot(page, "08-lesson-4-and-exercise-4-open.png")
+
+
 def test_instructor_sees_the_assignments_in_formgrader(lab, page):
     base, token, _ = lab
     page.goto(f"{base}/?token={token}")

@@ -104,8 +104,9 @@ class Supervisor:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError:  # e.g. the host's folder on a remote Dask worker
             self.log_dir = Path(tempfile.gettempdir())
-        self._start_judge()
-        self._start_zygote()
+        self._spawn_judge()  # the judge warms up while the sandbox starts
+        self._start_zygote()  # (closes both on failure)
+        self._await_judge()
         return self
 
     def _log(self, prefix):
@@ -159,13 +160,18 @@ class Supervisor:
             raise WorkerFailure(f"the sandbox did not start: {ready}\n{tail}")
         self.vm_base = _vm_size(zygote_pid) if zygote_pid else None
 
-    def _start_judge(self):
+    def _spawn_judge(self):
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    MPLBACKEND="Agg")
         self.judge = _Process(python_command("judge"), self._log("judge-"), env=env,
                               cwd=tempfile.gettempdir())
         try:
             self.judge.send({"preload": self.judge_preload})
+        except OSError:
+            pass  # reported by _await_judge
+
+    def _await_judge(self):
+        try:
             ready, _ = self.judge.read(STARTUP_TIMEOUT)
         except (OSError, EOFError, ProtocolError, Timeout) as exc:
             tail = self.judge.log_tail()
