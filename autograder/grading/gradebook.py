@@ -70,8 +70,10 @@ class GradebookWriter:
             gb.find_submission(sub.assignment, sub.student)
         except MissingEntry:
             gb.add_submission(sub.assignment, sub.student)
+        # one query for the notebook's grades (nbgrader's find_grade is one query per cell)
+        grades = {g.name: g for g in gb.find_submission_notebook(sub.notebook, sub.assignment, sub.student).grades}
         for row in rows:
-            grade = gb.find_grade(row.grade_id, sub.notebook, sub.assignment, sub.student)
+            grade = grades.get(row.grade_id) or gb.find_grade(row.grade_id, sub.notebook, sub.assignment, sub.student)
             grade.auto_score = float(row.score)
             grade.needs_manual_grade = False
         gb.db.commit()
