@@ -96,6 +96,9 @@ def warm_up(preload):
             print(f"judge preload {name}: {exc!r}", file=sys.stderr)
     x = torch.randn(4, requires_grad=True)
     torch.relu(x).sum().backward()
+    from .warmup import training
+
+    training(torch)
     observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode((x, [1.5])))))
     cloudpickle.dumps((lambda t: t, x))
 

@@ -141,6 +141,9 @@ def _warm_up_torch(torch):
     torch.autograd.gradcheck(lambda t: t * 2, torch.randn(3, dtype=torch.float64, requires_grad=True))
     opt = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
     opt.step()
+    from .warmup import training
+
+    training(torch)  # optimizers, 2-d layers, losses: what training-loop exercises use
     import pickle
 
     import cloudpickle

@@ -1,0 +1,25 @@
+"""Warm-ups shared by the zygote (inside the sandbox) and the judge (on the host): both fork per
+submission, so whatever a first use costs - imports, kernel initialisation - is paid once in the
+parent instead of in every child. Nothing here is secret or judges anything."""
+
+
+def training(torch):
+    """What tests compute expected values with: the first optimizer imports torch._dynamo (about 1 s),
+    first uses of layers and losses initialise kernels - once here, not in every forked child."""
+    import torch.nn.functional as F
+
+    nn = torch.nn
+    for dtype in (torch.float32, torch.float64):
+        net = nn.Sequential(nn.Conv2d(1, 2, 3, dtype=dtype), nn.BatchNorm2d(2, dtype=dtype), nn.LeakyReLU(0.2, True),
+                            nn.Dropout(0.5), nn.Flatten(), nn.Linear(8, 1, dtype=dtype))
+        for opt in (torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=0.1),
+                    torch.optim.Adam(net.parameters()), torch.optim.AdamW(net.parameters()),
+                    torch.optim.RMSprop(net.parameters())):
+            out = net(torch.randn(3, 1, 4, 4, dtype=dtype))
+            loss = F.binary_cross_entropy_with_logits(out, torch.ones_like(out)) + nn.BCEWithLogitsLoss()(out, out.detach())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            for p in net.parameters():
+                p.clamp_(-0.1, 0.1)
