@@ -274,9 +274,16 @@ def _walk(roots):
     Tracked objects keep their identity across the call: tensors, exceptions, call recorders,
     modules, optimizers and functions. Functions are followed into their closures, defaults
     and the globals their code uses (what cloudpickle sends)."""
-    import torch
-
-    from .checks import CallRecorder
+    # (types of modules not loaded here cannot occur: a course without torch never imports it)
+    torch, checks = sys.modules.get("torch"), sys.modules.get("autograder.checks")
+    kept = (BaseException, types.FunctionType)
+    if torch is not None:
+        kept += (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)
+    if checks is not None:
+        kept += (checks.CallRecorder,)
+    CallRecorder = checks.CallRecorder if checks is not None else ()
+    Module = torch.nn.Module if torch is not None else ()
+    Optimizer = torch.optim.Optimizer if torch is not None else ()
 
     tracked, seen, remote = [], set(), False
     stack = [roots]
@@ -296,8 +303,7 @@ def _walk(roots):
         if isinstance(o, dict):
             stack.extend(reversed(list(o.values())))
             continue
-        if isinstance(o, (torch.Tensor, BaseException, CallRecorder, torch.nn.Module, torch.optim.Optimizer,
-                          types.FunctionType)):
+        if isinstance(o, kept):
             tracked.append(o)
         if isinstance(o, types.FunctionType):
             stack.extend(_function_refs(o))
@@ -305,9 +311,9 @@ def _walk(roots):
             stack.extend((o.__func__, o.__self__))
         elif isinstance(o, CallRecorder):
             stack.append(o.fn)
-        elif isinstance(o, torch.nn.Module):
+        elif isinstance(o, Module):
             stack.extend(list(o._parameters.values()) + list(o._buffers.values()) + list(o._modules.values()))
-        elif isinstance(o, torch.optim.Optimizer):
+        elif isinstance(o, Optimizer):
             stack.extend(p for g in o.param_groups for p in g["params"])
         elif isinstance(o, type) and _by_value(o):
             stack.extend(v for v in vars(o).values() if isinstance(v, (types.FunctionType, staticmethod,

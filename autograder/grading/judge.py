@@ -83,17 +83,24 @@ def main():
 
 
 def warm_up(preload):
-    import torch  # noqa: F401
-
-    import autograder.checks  # noqa: F401
     import cloudpickle  # noqa: F401
     from autograder import observation
+
+    uses_torch = any(name.split(".")[0] in ("torch", "autograder") for name in preload)
 
     for name in preload:
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001
             print(f"judge preload {name}: {exc!r}", file=sys.stderr)
+    if not uses_torch:  # a course without torch: the judge never needs it
+        observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode([1.5, "s"]))))
+        cloudpickle.dumps((lambda t: t, [1]))
+        return
+    import torch
+
+    import autograder.checks  # noqa: F401
+
     x = torch.randn(4, requires_grad=True)
     torch.relu(x).sum().backward()
     from .warmup import training
