@@ -260,19 +260,12 @@ def _rebuild_tensor(data, requires_grad, grad, parameter):
     return t
 
 
-def _loaded_types():
-    """``(Tensor, Module, Optimizer, CallRecorder)``, each ``()`` when its module is not loaded: a
-    module not loaded here cannot have made the object (a tensor arrives with torch, a recorder
-    with the checks; a course without torch never imports it)."""
-    torch, checks = sys.modules.get("torch"), sys.modules.get("autograder.checks")
-    if torch is None:
-        return (), (), (), (checks.CallRecorder if checks is not None else ())
-    return torch.Tensor, torch.nn.Module, torch.optim.Optimizer, (checks.CallRecorder if checks is not None else ())
-
-
 def _has_state(obj) -> bool:
-    tensor, module, _, recorder = _loaded_types()
-    return isinstance(obj, (tensor, module, recorder))
+    # (a module not loaded here cannot have made obj: a tensor arrives with torch, a recorder with the checks)
+    torch, checks = sys.modules.get("torch"), sys.modules.get("autograder.checks")
+    if torch is not None and isinstance(obj, (torch.Tensor, torch.nn.Module)):
+        return True
+    return checks is not None and isinstance(obj, checks.CallRecorder)
 
 
 def _walk(roots):
@@ -281,8 +274,16 @@ def _walk(roots):
     Tracked objects keep their identity across the call: tensors, exceptions, call recorders,
     modules, optimizers and functions. Functions are followed into their closures, defaults
     and the globals their code uses (what cloudpickle sends)."""
-    Tensor, Module, Optimizer, CallRecorder = _loaded_types()
-    kept = (BaseException, types.FunctionType, Tensor, Module, Optimizer, CallRecorder)
+    # (types of modules not loaded here cannot occur: a course without torch never imports it)
+    torch, checks = sys.modules.get("torch"), sys.modules.get("autograder.checks")
+    kept = (BaseException, types.FunctionType)
+    if torch is not None:
+        kept += (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)
+    if checks is not None:
+        kept += (checks.CallRecorder,)
+    CallRecorder = checks.CallRecorder if checks is not None else ()
+    Module = torch.nn.Module if torch is not None else ()
+    Optimizer = torch.optim.Optimizer if torch is not None else ()
 
     tracked, seen, remote = [], set(), False
     stack = [roots]

@@ -64,17 +64,13 @@ def read_frame(fd: int, timeout=None, max_body=MAX_BODY):
         raise ProtocolError(f"frame of {hlen} + {blen} bytes")
     raw = _read_exactly(fd, hlen, deadline)
     body = _read_exactly(fd, blen, deadline) if blen else b""
-    return _header(raw), body
-
-
-def _header(raw) -> dict:
     try:
         header = json.loads(raw)
     except (ValueError, RecursionError, UnicodeDecodeError):
         raise ProtocolError("a header that is not JSON") from None
     if type(header) is not dict:
         raise ProtocolError("a header that is not a JSON object")
-    return header
+    return header, body
 
 
 class FrameReader:
@@ -97,5 +93,11 @@ class FrameReader:
             raw = bytes(self.buf[HEADER.size:HEADER.size + hlen])
             body = bytes(self.buf[HEADER.size + hlen:total])
             del self.buf[:total]
-            frames.append((_header(raw), body))
+            try:
+                header = json.loads(raw)
+            except (ValueError, RecursionError, UnicodeDecodeError):
+                raise ProtocolError("a header that is not JSON") from None
+            if type(header) is not dict:
+                raise ProtocolError("a header that is not a JSON object")
+            frames.append((header, body))
         return frames

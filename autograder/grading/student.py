@@ -30,7 +30,6 @@ import signal
 import sys
 import types
 
-from ..remote import _flush
 from .protocol import FrameReader, ProtocolError, write_frame
 
 CTL_FD, CMD_FD, REQ_FD, REP_FD, TOK_FD = 3, 4, 5, 6, 7
@@ -342,6 +341,14 @@ def _fresh(path, read=False):
         pass
     mode = os.O_RDWR if read else os.O_WRONLY
     return os.open(path, mode | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def describe_error(exc):
