@@ -209,11 +209,29 @@ class Supervisor:
             self.judge_preload = sorted(set(self.judge_preload) | missing)
             self.start()
         try:
-            return _Run(self, task).run()
+            return utf8_safe(_Run(self, task).run())
         except (OSError, EOFError, ProtocolError, Timeout, WorkerFailure) as exc:
             tail = self.log_tail()
             self.close()
             raise WorkerFailure(f"{type(exc).__name__}: {exc}\n{tail}") from None
+
+
+def utf8_safe(value, depth=0):
+    """Text from the sandbox made safe for UTF-8, once, here at the boundary: a lone surrogate a
+    cell printed or raised (``"\\ud800"``) becomes its escape, so no writer downstream fails."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if depth > 50:
+        return value
+    if isinstance(value, dict):
+        return {utf8_safe(k, depth + 1): utf8_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [utf8_safe(v, depth + 1) for v in value]
+    return value
 
 
 class _Run:
@@ -239,9 +257,11 @@ class _Run:
     def run(self):
         self.j.send({"op": "begin", "tests": self.task["tests"]})
         self._judge_started()
-        zy_task = {"items": self.task["items"], "files": self.task.get("files", []), "limits": self.limits,
+        # the submission travels in the frame's body (as large as intake accepts, protocol.MAX_TASK),
+        # which the zygote never reads: the submission's own relay process does
+        zy_task = {"items": self.task["items"], "files": self.task.get("files", []),
                    "tests": [{"id": t["id"]} for t in self.task["tests"]]}
-        self.z.send({"op": "grade", "task": zy_task})
+        self.z.send({"op": "grade", "limits": self.limits}, json.dumps(zy_task).encode())
         aborted = False
         while self.done is None:
             left = self.wall - time.monotonic()
