@@ -165,6 +165,22 @@ def test_newline_student_id_is_refused(hostile):
     assert not [line for line in (hostile["out"] / "review.txt").read_text().splitlines() if line.startswith("/")]
 
 
+def test_duplicate_test_cell_carries_nothing_into_any_artifact(hostile):
+    """A copy of a test cell with a fabricated HTML output (a script): the autograded notebook
+    (formgrader, `nbgrader generate_feedback`) shows only what the grader produced, once per test."""
+    path = hostile["course"].root / "autograded" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.ipynb"
+    assert "<script" not in path.read_text()
+    nb = nbformat.read(path, as_version=4)
+    gids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    assert len(gids) == len(set(gids))
+    page = hostile["out"] / "feedback" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.html"
+    assert "<script" not in page.read_text()
+    course = hostile["course"]
+    course.nbgrader("generate_feedback", EXERCISE, "--student", "duplicate-test-cell-html", "--force")
+    html = (course.root / "feedback" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.html").read_text()
+    assert "document.title" not in html and "100/100" not in html  # (nbgrader's own page has scripts)
+
+
 def test_writes_outside_changed_nothing_on_the_host(hostile):
     places = [REPO, REPO / "autograder", Path(sys.prefix), Path("/root"), Path("/home"), Path("/usr"),
               Path("/etc"), Path("/")]
@@ -290,7 +306,7 @@ def sequence(tmp_path_factory):
             (submitted / student / EXERCISE / "data.csv").write_text(
                 "".join(f"{i},{i * 0.5:.6f},{(i * 7919) % 1000003}\n" for i in range(185_000)))
     out = root / "out"
-    proc = grade(submitted, "--out", out, "--course", course.root, "--jobs", "1", "--timeout", "60")
+    proc = grade(submitted, "--out", out, "--course", course.root, "--jobs", "1")  # the course's timeout (120 s)
     rows = read_csv(out / "grades.csv") if (out / "grades.csv").exists() else []
     return {"proc": proc, "rows": rows, "out": out, "course": course, "students": students}
 
@@ -300,7 +316,8 @@ def test_nothing_of_a_submission_reaches_the_next_and_honest_idioms_pass(case, s
     """reads-zygote-memory: the zygote that forks every student process never held an earlier
     submission (a later student scanning its own memory finds nothing of it); sysv-shm-survives:
     each submission has an IPC namespace of its own; big-global, big-debug-print,
-    data-file-beside-notebook: honest work is never failed by a limit (stock scores, ok)."""
+    data-file-beside-notebook, torch-compile-helper: honest work is never failed by a limit
+    (stock scores, ok)."""
     assert sequence["proc"].returncode == 0, sequence["proc"].stdout + sequence["proc"].stderr
     for student in sequence["students"][case]:
         check_case(case, sequence["rows"], sequence["course"], stock_grades, student=student)

@@ -31,6 +31,7 @@ from .protocol import ProtocolError, Timeout, read_frame, write_frame
 from .sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
 
 STARTUP_TIMEOUT = 600
+JUDGE_MEMORY = 2 << 30  # beyond its warm size, when no --memory-limit is given
 GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
 
 
@@ -180,6 +181,22 @@ class Supervisor:
         if not ready.get("ready"):
             self.close()
             raise WorkerFailure(f"the judge did not start: {ready}")
+        self._limit_judge()
+
+    def _limit_judge(self):
+        """The judge decodes what student processes send: it runs under an address-space limit (its
+        warm size + the memory limit, inherited by the child it forks per submission), and every
+        wait on it has a deadline (a test's time limit + GRACE; it is stopped past it)."""
+        base = _vm_size(self.judge.proc.pid)
+        if not base:
+            return
+        import resource
+
+        limit = base + int(self.memory_limit or JUDGE_MEMORY)
+        try:
+            resource.prlimit(self.judge.proc.pid, resource.RLIMIT_AS, (limit, limit))
+        except (OSError, ValueError):
+            pass
 
     @property
     def address_space(self):
