@@ -30,7 +30,7 @@ from .selfcheck import SelfCheckError, read_notebook
 
 __all__ = ["SubmitError", "submit", "add_parser"]
 
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # fullmatch: `$` matches before a final newline
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"  # nbgrader's Exchange.timestamp_format
 
 
@@ -47,7 +47,7 @@ def submit(notebook, student: str, assignment: str | None = None, output: Path |
            release: Path = EXERCISES, now: datetime.datetime | None = None) -> Path:
     """Validate ``notebook`` and write the zip; return its path. Raises :class:`SubmitError`."""
     notebook = Path(notebook)
-    if not STUDENT_ID.match(student or ""):
+    if not STUDENT_ID.fullmatch(student or ""):
         raise SubmitError(f"student id {student!r} cannot be used: use letters, digits, '.', '_' and '-' "
                           "only (at most 64, starting with a letter or digit), e.g. the id your instructor gave you")
     try:

@@ -132,8 +132,16 @@ def test_unsupported_test_cells_are_refused(tmp_path):
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_mean":
             cell.source = "%time mean([1, 2])\n" + cell.source
+    # refusals are per assignment: hw2 (hw1 as it was) is graded, hw1 refused, the exit status says so
+    shutil.copytree(FIXTURE / "instructor" / "hw1", course / "instructor" / "hw2")
+    (course / "instructor" / "hw2" / "hw1.ipynb").rename(course / "instructor" / "hw2" / "hw2.ipynb")
+    for student in (course / "inbox").iterdir():
+        shutil.copytree(student / "hw1", student / "hw2")
+        (student / "hw2" / "hw1.ipynb").rename(student / "hw2" / "hw2.ipynb")
     nbformat.write(nb, path)
     proc = grade(course, "--out", tmp_path / "out")
-    assert proc.returncode == 2
+    assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "refusing to grade" in proc.stderr and "test_mean" in proc.stderr and "magics" in proc.stderr
-    assert not (tmp_path / "out" / "grades.csv").exists()
+    assert "1 assignment(s) refused, not graded: hw1" in proc.stderr
+    got = rows(tmp_path / "out" / "grades.csv")
+    assert got and {r["assignment"] for r in got} == {"hw2"} and {r["status"] for r in got} == {"ok"}

@@ -79,8 +79,11 @@ def test_zip_overwrites_other_student_is_refused_and_others_still_imported(cours
     ({"/etc/cron.d/x": b"x"}, (), "absolute"),
     ({}, [(f"submitted/eve/{A}/{NB}", f"../../../solutions/{A}/{NB}")], "link"),
     ({f"submitted/eve/no_such_assignment/{NB}": b"{}"}, (), "no assignment"),
+    # newline-student-id: `$` matched before the trailing newline and made a second "alice"
+    ({f"submitted/alice\n/{A}/{NB}": notebook_bytes()}, (), "control character"),
+    ({f"submitted/eve/{A}\r/{NB}": notebook_bytes()}, (), "control character"),
 ], ids=["zip-replaces-package", "dotdot-path", "zip-replaces-solutions", "absolute-path", "symlink-entry",
-        "unknown-assignment"])
+        "unknown-assignment", "newline-student-id", "carriage-return-in-folder"])
 def test_hostile_zip_is_refused_whole(course, tmp_path, entries, links, why):
     before = sorted(p.relative_to(course.root) for p in course.root.rglob("*"))
     z = make_zip(tmp_path / "eve.zip", entries, links)

@@ -42,7 +42,10 @@ BASES = {"correct": "correct-alternative", "values": "mip-values-only", "never":
          "blank": "blank"}
 SUBMISSIONS = FIXTURE_SUBMISSIONS / EXERCISE
 FORMULA = '=HYPERLINK("http://example.com/x","click")'
-HOSTILE = {k: v for k, v in json.loads((GRADING / "expected.json").read_text()).items() if not k.startswith("_")}
+EXPECTED = {k: v for k, v in json.loads((GRADING / "expected.json").read_text()).items() if not k.startswith("_")}
+HOSTILE = {k: v for k, v in EXPECTED.items() if "sequence" not in v and not v.get("honest")}
+SEQUENCE = sorted((k for k, v in EXPECTED.items() if "sequence" in v), key=lambda k: EXPECTED[k]["sequence"])
+HONEST_IDIOMS = sorted(k for k, v in EXPECTED.items() if v.get("honest"))
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
 pytestmark = pytest.mark.usefixtures("needs_bubblewrap")  # fails, with the install command, without it
 
@@ -91,6 +94,8 @@ def hostile(tmp_path_factory):
             submit(submitted, case, EXERCISE, GRADING / f"{case}.ipynb")
     # a student folder named like a spreadsheet formula: refused, and never a formula in grades.csv
     submit(submitted, FORMULA, EXERCISE, SUBMISSIONS / "correct-alternative.ipynb")
+    # newline-student-id: a second "alice" (`$` matched before the newline)
+    submit(submitted, "alice\n", EXERCISE, SUBMISSIONS / "correct-alternative.ipynb")
     out = root / "out"
     proc = grade(submitted, "--out", out, "--course", course.root, "--jobs", "2", "--timeout", "4",
                  "--memory-limit", "512M", "--output-limit", "1M")
@@ -115,9 +120,15 @@ def test_csv_has_exactly_the_columns_and_every_submission_its_rows(hostile):
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_submission(case, hostile, stock_grades):
-    spec = HOSTILE[case]
+    check_case(case, hostile["rows"], hostile["course"], stock_grades)
+
+
+def check_case(case, all_rows, course, stock_grades, student=None):
+    """``case``'s rows (student ``student``, default the case's name) as expected.json says."""
+    spec = EXPECTED[case]
+    student = student or case
     base = stock_grades[EXERCISE][BASES[spec["base"]]][EXERCISE]
-    rows = {r["grade_id"]: r for r in hostile["rows"] if r["student"] == case}
+    rows = {r["grade_id"]: r for r in all_rows if r["student"] == student}
     assert rows, f"no rows for {case}"
     problems = []
     for gid, row in rows.items():
@@ -132,7 +143,8 @@ def test_hostile_submission(case, hostile, stock_grades):
         assert float(row["max_score"]) == max_score
     assert not problems, f"{case}:\n" + "\n".join(problems)
     if "output" in spec:
-        assert spec["output"] in autograded_outputs(hostile["course"].root, case)
+        out = autograded_outputs(course.root, student)
+        assert spec["output"] in out, f"{case}: {spec['output']!r} not in the output:\n{out[-3000:]}"
 
 
 def test_formula_student_id_is_refused_and_never_a_formula(hostile):
@@ -143,6 +155,30 @@ def test_formula_student_id_is_refused_and_never_a_formula(hostile):
         for cell in next(csv.reader([line])):
             assert not cell[:1] in ("=", "+", "@") and not (cell[:1] == "-" and not cell[1:2].isdigit()), line
     assert not (hostile["out"] / "feedback" / FORMULA).exists()
+
+
+def test_newline_student_id_is_refused(hostile):
+    rows = [r for r in hostile["rows"] if r["student"].startswith("alice")]
+    # refused, and shown escaped: no control character in any artifact
+    assert rows and {(r["student"], r["status"], r["score"]) for r in rows} == {("alice\\n", "refused", "0")}
+    assert not [p for p in (hostile["out"] / "feedback").iterdir() if p.name.startswith("alice")]
+    assert not [line for line in (hostile["out"] / "review.txt").read_text().splitlines() if line.startswith("/")]
+
+
+def test_duplicate_test_cell_carries_nothing_into_any_artifact(hostile):
+    """A copy of a test cell with a fabricated HTML output (a script): the autograded notebook
+    (formgrader, `nbgrader generate_feedback`) shows only what the grader produced, once per test."""
+    path = hostile["course"].root / "autograded" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.ipynb"
+    assert "<script" not in path.read_text()
+    nb = nbformat.read(path, as_version=4)
+    gids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    assert len(gids) == len(set(gids))
+    page = hostile["out"] / "feedback" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.html"
+    assert "<script" not in page.read_text()
+    course = hostile["course"]
+    course.nbgrader("generate_feedback", EXERCISE, "--student", "duplicate-test-cell-html", "--force")
+    html = (course.root / "feedback" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.html").read_text()
+    assert "document.title" not in html and "100/100" not in html  # (nbgrader's own page has scripts)
 
 
 def test_writes_outside_changed_nothing_on_the_host(hostile):
@@ -252,6 +288,39 @@ def test_nothing_survives_a_submission(tmp_path):
     assert "check: processes [] scratch [] tmp ['home', 'out', 'work'] shm [] dev-leftover False" in out, out
     rows = read_csv(tmp_path / "out" / "grades.csv")
     assert {r["status"] for r in rows if r["student"] != "4-check"} == {"ok"}
+
+
+@pytest.fixture(scope="module")
+def sequence(tmp_path_factory):
+    """The 'sequence' cases one after the other in one sandbox (--jobs 1, default limits), the second
+    System V case twice; then the honest idioms, with the default limits."""
+    root = tmp_path_factory.mktemp("sequence")
+    course = TempCourse(root / "course", [EXERCISE])
+    submitted = root / "submitted"
+    students = {}
+    for n, case in enumerate(SEQUENCE + SEQUENCE[-1:] + HONEST_IDIOMS):
+        student = f"{n:02d}-{case}"
+        students.setdefault(case, []).append(student)
+        submit(submitted, student, EXERCISE, GRADING / f"{case}.ipynb")
+        if case == "data-file-beside-notebook":
+            (submitted / student / EXERCISE / "data.csv").write_text(
+                "".join(f"{i},{i * 0.5:.6f},{(i * 7919) % 1000003}\n" for i in range(185_000)))
+    out = root / "out"
+    proc = grade(submitted, "--out", out, "--course", course.root, "--jobs", "1")  # the course's timeout (120 s)
+    rows = read_csv(out / "grades.csv") if (out / "grades.csv").exists() else []
+    return {"proc": proc, "rows": rows, "out": out, "course": course, "students": students}
+
+
+@pytest.mark.parametrize("case", SEQUENCE + HONEST_IDIOMS)
+def test_nothing_of_a_submission_reaches_the_next_and_honest_idioms_pass(case, sequence, stock_grades):
+    """reads-zygote-memory: the zygote that forks every student process never held an earlier
+    submission (a later student scanning its own memory finds nothing of it); sysv-shm-survives:
+    each submission has an IPC namespace of its own; big-global, big-debug-print,
+    data-file-beside-notebook, torch-compile-helper: honest work is never failed by a limit
+    (stock scores, ok)."""
+    assert sequence["proc"].returncode == 0, sequence["proc"].stdout + sequence["proc"].stderr
+    for student in sequence["students"][case]:
+        check_case(case, sequence["rows"], sequence["course"], stock_grades, student=student)
 
 
 def test_no_sandbox_no_grading(tmp_path):

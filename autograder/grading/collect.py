@@ -33,9 +33,9 @@ from pathlib import Path
 import nbformat
 
 # nbgrader's student ids are folder names: only these are graded (the same rule as `autograder submit`)
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
-MAX_FILES_BYTES = 50 * 1024 * 1024
+# (always with fullmatch: `$` would match before a trailing newline, "alice\n" being a second alice)
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+from .protocol import MAX_FILES_BYTES, MAX_NOTEBOOK_BYTES  # noqa: E402 - one place for the caps (the task frame's too)
 
 
 @dataclass(frozen=True)
@@ -364,9 +364,11 @@ def find_submissions(folder: Path, course: Course, warn=print) -> list[Submissio
     for student, student_dir, is_dir, is_link in _entries(folder):
         if not is_dir and not is_link:
             continue
-        if not STUDENT_ID.match(student):
+        if not STUDENT_ID.fullmatch(student):
             warn(f"refusing {student_dir}: {student!r} is not a usable student id "
                  "(letters, digits, '.', '_' and '-', starting with a letter or digit)")
+            if not student.isprintable():  # shown escaped: no control character reaches any artifact
+                student = student.encode("unicode_escape").decode("ascii")
             for a in assignments:
                 out += _rows_only(student, a, course, "refused",
                                   "the folder name is not a usable student id; nothing in it was read")

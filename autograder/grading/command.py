@@ -7,8 +7,11 @@ SUBMISSIONS holds ``<student>/<assignment>/<notebook>.ipynb`` (nbgrader's ``subm
 layout; default: the course's ``submitted/``). Writes ``OUT/grades.csv`` (one row per
 student, assignment, notebook and graded test cell), ``OUT/feedback/<student>/<assignment>/``
 and records the scores in the course's nbgrader gradebook (``nbgrader export``, formgrader),
-with the autograded notebooks under the course's ``autograded/``. Exits non-zero only when
-the grader itself failed.
+with the autograded notebooks under the course's ``autograded/``. Exit status: 0 every
+notebook was graded; 2 nothing was graded (no sandbox, no submissions folder, a bad option);
+3 the grader failed on some notebooks (status ``grader-error``); 4 some assignments were
+refused (what they use cannot be graded as nbgrader would; named on stderr, nothing written for
+them) and every other one was graded.
 """
 from __future__ import annotations
 
@@ -44,8 +47,12 @@ def add_parser(subparsers):
                    help="grade on a Dask distributed cluster (e.g. tcp://10.0.0.5:8786) instead of --jobs")
     p.add_argument("--wall-limit", type=float, default=600.0,
                    help="seconds for a whole notebook, cells and tests together (default 600)")
-    p.add_argument("--output-limit", default="1M",
-                   help="bytes of output per cell or test (and per file written), e.g. 1M (default)")
+    p.add_argument("--output-limit", default="32M",
+                   help="bytes of output (prints) per cell, and per test's calls into student code, e.g. 32M "
+                        "(default); the output kept in the feedback is shorter")
+    p.add_argument("--file-size-limit", default="256M",
+                   help="largest file a submission may write (a compiler's temporary files, a saved model), "
+                        "e.g. 256M (default)")
     p.add_argument("--processes", type=int, default=32,
                    help="processes a submission may start (default 32)")
     p.add_argument("--course", type=Path, default=None,
@@ -80,6 +87,7 @@ def run(args) -> int:
             "timeout": float(timeout),
             "wall": float(args.wall_limit),
             "output": parse_size(args.output_limit),
+            "file_size": parse_size(args.file_size_limit),
             "processes": int(args.processes),
         }
         memory = parse_size(args.memory_limit) if str(args.memory_limit).lower() not in ("0", "none") else None
@@ -109,13 +117,12 @@ def run(args) -> int:
             subs = [s for s in subs if s.assignment in args.assignment]
         refused = {a: course.unsupported(a) for a in sorted({s.assignment for s in subs})}
         refused = {a: p for a, p in refused.items() if p}
-        if refused:
-            if pool is not None:
-                pool.run([], None)
-            raise ValueError("refusing to grade, nothing was written: these assignments use what this grader "
-                             "cannot run the way nbgrader would (grade them with `nbgrader autograde`, or leave "
-                             "them out with --assignment):\n" + "\n".join(
-                                 f"  {a}: {p}" for a, problems in refused.items() for p in problems))
+        if refused:  # per assignment: the others are graded, and the exit status says so
+            print("autograder grade: refusing to grade, nothing was written for them: these assignments use what "
+                  "this grader cannot run the way nbgrader would (grade them with `nbgrader autograde`, or leave "
+                  "them out with --assignment):\n" + "\n".join(
+                      f"  {a}: {p}" for a, problems in refused.items() for p in problems), file=sys.stderr)
+            subs = [s for s in subs if s.assignment not in refused]
     except (SandboxError, FileNotFoundError, ValueError) as exc:
         print(f"autograder grade: {exc}", file=sys.stderr)
         return 2
@@ -198,4 +205,8 @@ def run(args) -> int:
         print(f"autograder grade: the grader failed on {len(errors)} notebook(s) (status grader-error)",
               file=sys.stderr)
         return 3
+    if refused:
+        print(f"autograder grade: {len(refused)} assignment(s) refused, not graded: {', '.join(refused)}",
+              file=sys.stderr)
+        return 4
     return 0

@@ -119,9 +119,25 @@ def autograded_notebook(sub, rows, result):
             cell.execution_count = None
             cells.append(cell)
         else:
-            cells.append(nb.cells[n])
+            cells.append(_not_run(nb.cells[n], sub.source))
     nb.cells = cells
     return nb
+
+
+def _not_run(cell, source):
+    """A student cell the grader did not run (markdown, raw, a duplicate of a test cell): a code
+    cell keeps no output (only what the grader produced is shown), and a copy of a test cell, or
+    a cell claiming grade metadata the source does not have, loses its nbgrader metadata (it is
+    graded nowhere; formgrader and ``nbgrader generate_feedback`` show it as a plain cell)."""
+    if cell.get("cell_type") == "code":
+        cell.outputs = []
+        cell.execution_count = None
+    meta = cell.get("metadata", {}).get("nbgrader")
+    if isinstance(meta, dict):
+        gid = meta.get("grade_id")
+        if gid in {t.grade_id for t in source.tests} or (meta.get("grade") and gid not in source.order):
+            cell.metadata.pop("nbgrader", None)
+    return cell
 
 
 def write_autograded(autograded_dir: Path, sub, rows, result) -> Path | None:

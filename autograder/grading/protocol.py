@@ -17,6 +17,13 @@ HEADER = struct.Struct(">II")
 MAX_HEADER = 4 << 20
 MAX_BODY = 128 << 20
 
+# what intake accepts and what a task frame can carry, derived from one another: a submission
+# intake accepts always fits its frame (a notebook's text at worst 6x in JSON escapes, the
+# extra files 4/3 in base64, plus the plan), so a big honest data file never breaks the channel
+MAX_NOTEBOOK_BYTES = 20 << 20
+MAX_FILES_BYTES = 50 << 20
+MAX_TASK = 6 * MAX_NOTEBOOK_BYTES + (MAX_FILES_BYTES * 4) // 3 + (8 << 20)
+
 
 class ProtocolError(RuntimeError):
     pass
@@ -54,6 +61,29 @@ def _read_exactly(fd: int, n: int, deadline=None) -> bytes:
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
+
+
+def read_header(fd: int, max_body=MAX_BODY):
+    """``(header, body length)``, leaving the body unread in ``fd`` (for another process to read)."""
+    hlen, blen = HEADER.unpack(_read_exactly(fd, HEADER.size))
+    if hlen > MAX_HEADER or blen > max_body:
+        raise ProtocolError(f"frame of {hlen} + {blen} bytes")
+    header = _decode_header(_read_exactly(fd, hlen))
+    return header, blen
+
+
+def read_body(fd: int, blen: int) -> bytes:
+    return _read_exactly(fd, blen) if blen else b""
+
+
+def _decode_header(raw):
+    try:
+        header = json.loads(raw)
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        raise ProtocolError("a header that is not JSON") from None
+    if type(header) is not dict:
+        raise ProtocolError("a header that is not a JSON object")
+    return header
 
 
 def read_frame(fd: int, timeout=None, max_body=MAX_BODY):

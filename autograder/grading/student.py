@@ -25,7 +25,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import sys
 import types
@@ -36,6 +35,8 @@ CTL_FD, CMD_FD, REQ_FD, REP_FD, TOK_FD = 3, 4, 5, 6, 7
 MESSAGE_KEEP = 1_500
 IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
 CHEAP_ELEMENTS = 4096
+FILE_SIZE_LIMIT = 256 << 20
+REPORT_ELEMENTS = 50_000  # elements of all values a names report carries (well under a frame header)
 
 # namespaces whose entries a cell may not *replace* for the tests (additions are kept, and so
 # is global state such as the default dtype or grad mode: nbgrader's kernel keeps them too)
@@ -287,6 +288,7 @@ def names_report(ns) -> dict:
     from autograder import observation
 
     out = {}
+    budget = [REPORT_ELEMENTS]
     for name, value in list(ns.items()):
         if type(name) is not str or name.startswith("_") or name in IPYTHON_NAMES:
             continue
@@ -295,30 +297,43 @@ def names_report(ns) -> dict:
             out[name] = {"kind": "module", "module": modname if isinstance(modname, str) else ""}
         elif callable(value) or isinstance(value, type):
             out[name] = {"kind": "callable"}
-        elif _cheap(value):
-            try:
-                out[name] = {"kind": "value", "value": observation.Encoder().encode(value)}
-            except Exception:  # noqa: BLE001
-                out[name] = {"kind": "callable"}
         else:
+            trial = [budget[0]]
             out[name] = {"kind": "callable"}
+            if _cheap(value, budget=trial):
+                budget[0] = trial[0]  # only a value reported by value spends the budget
+                try:
+                    out[name] = {"kind": "value", "value": observation.Encoder().encode(value)}
+                except Exception:  # noqa: BLE001
+                    pass
         if len(out) >= 2000:
             break
     return out
 
 
-def _cheap(value, depth=0) -> bool:
+def _cheap(value, depth=0, budget=None) -> bool:
+    """Small enough to report by value; ``budget`` (``[elements left]``, shared by every name of
+    one report) keeps the whole report far below a frame header's size (a global of a million
+    floats is reported as a handle, never as 20 MB of JSON)."""
+    if budget is None:
+        budget = [REPORT_ELEMENTS]
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
     if value is None or type(value) in (bool, int, float, complex):
         return True
     if type(value) is str:
-        return len(value) <= 10_000
+        budget[0] -= len(value) // 16
+        return len(value) <= 10_000 and budget[0] >= 0
     torch = sys.modules.get("torch")
     if torch is not None and type(value) is torch.Tensor:
-        return value.numel() <= CHEAP_ELEMENTS
+        budget[0] -= value.numel()
+        return value.numel() <= CHEAP_ELEMENTS and budget[0] >= 0
     if type(value) in (list, tuple, set, frozenset) and depth < 3:
-        return len(value) <= 100 and all(_cheap(v, depth + 1) for v in value)
+        return len(value) <= 100 and all(_cheap(v, depth + 1, budget) for v in value)
     if type(value) is dict and depth < 3:
-        return len(value) <= 100 and all(_cheap(k, depth + 1) and _cheap(v, depth + 1) for k, v in value.items())
+        return len(value) <= 100 and all(_cheap(k, depth + 1, budget) and _cheap(v, depth + 1, budget)
+                                         for k, v in value.items())
     return False
 
 
@@ -333,14 +348,79 @@ def _redirect(fd):
 
 def _fresh(path, read=False):
     """A new, empty regular file at ``path`` (whatever the student may have put there)."""
-    try:
-        os.unlink(path)
-    except IsADirectoryError:
-        shutil.rmtree(path, ignore_errors=True)
-    except OSError:
-        pass
+    remove_tree(path)
     mode = os.O_RDWR if read else os.O_WRONLY
     return os.open(path, mode | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+
+
+def remove_tree(path):
+    """Remove ``path`` (a file, a link, or a folder with everything in it) without recursion and
+    without ever building a long path: a tree thousands of folders deep is walked one folder at a
+    time from the current directory (restored after). Never follows a link; errors are skipped."""
+    import stat
+
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return
+    try:
+        home = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        home = None
+    parent, name = os.path.split(os.path.abspath(path))
+    try:
+        os.chdir(parent)
+        stack = [[name, None]]  # folders entered, each with the sub-folders still to remove
+        while stack:
+            top = stack[-1]
+            if top[1] is None:
+                try:
+                    if not stat.S_ISDIR(os.lstat(top[0]).st_mode):
+                        raise NotADirectoryError(top[0])
+                    os.chmod(top[0], 0o700)
+                    os.chdir(top[0])
+                except OSError:
+                    try:
+                        os.unlink(top[0])
+                    except OSError:
+                        pass
+                    stack.pop()
+                    continue
+                pending = []
+                try:
+                    with os.scandir(".") as entries:
+                        for entry in entries:
+                            try:
+                                if entry.is_dir(follow_symlinks=False):
+                                    pending.append(entry.name)
+                                else:
+                                    os.unlink(entry.name)
+                            except OSError:
+                                pass
+                except OSError:
+                    pass
+                top[1] = pending
+            if top[1]:
+                stack.append([top[1].pop(), None])
+                continue
+            os.chdir("..")
+            try:
+                os.rmdir(top[0])
+            except OSError:
+                pass
+            stack.pop()
+    except OSError:
+        pass
+    finally:
+        if home is not None:
+            os.fchdir(home)
+            os.close(home)
 
 
 def _flush():
@@ -382,7 +462,9 @@ def _set_limits(limits):
 
     if limits.get("address_space"):
         cap(resource.RLIMIT_AS, int(limits["address_space"]))
-    cap(resource.RLIMIT_FSIZE, int(limits["output"]))
+    # any file written (a compiler's temporary files, a saved model): generous; the captured
+    # output has its own limit, which the zygote enforces
+    cap(resource.RLIMIT_FSIZE, int(limits.get("file_size") or FILE_SIZE_LIMIT))
     cap(resource.RLIMIT_CPU, int(float(limits["wall"])) + 5)
     cap(resource.RLIMIT_CORE, 0)
     cap(resource.RLIMIT_NOFILE, 256)

@@ -31,6 +31,7 @@ from .protocol import ProtocolError, Timeout, read_frame, write_frame
 from .sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
 
 STARTUP_TIMEOUT = 600
+JUDGE_MEMORY = 2 << 30  # beyond its warm size, when no --memory-limit is given
 GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
 
 
@@ -180,6 +181,22 @@ class Supervisor:
         if not ready.get("ready"):
             self.close()
             raise WorkerFailure(f"the judge did not start: {ready}")
+        self._limit_judge()
+
+    def _limit_judge(self):
+        """The judge decodes what student processes send: it runs under an address-space limit (its
+        warm size + the memory limit, inherited by the child it forks per submission), and every
+        wait on it has a deadline (a test's time limit + GRACE; it is stopped past it)."""
+        base = _vm_size(self.judge.proc.pid)
+        if not base:
+            return
+        import resource
+
+        limit = base + int(self.memory_limit or JUDGE_MEMORY)
+        try:
+            resource.prlimit(self.judge.proc.pid, resource.RLIMIT_AS, (limit, limit))
+        except (OSError, ValueError):
+            pass
 
     @property
     def address_space(self):
@@ -209,11 +226,29 @@ class Supervisor:
             self.judge_preload = sorted(set(self.judge_preload) | missing)
             self.start()
         try:
-            return _Run(self, task).run()
+            return utf8_safe(_Run(self, task).run())
         except (OSError, EOFError, ProtocolError, Timeout, WorkerFailure) as exc:
             tail = self.log_tail()
             self.close()
             raise WorkerFailure(f"{type(exc).__name__}: {exc}\n{tail}") from None
+
+
+def utf8_safe(value, depth=0):
+    """Text from the sandbox made safe for UTF-8, once, here at the boundary: a lone surrogate a
+    cell printed or raised (``"\\ud800"``) becomes its escape, so no writer downstream fails."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if depth > 50:
+        return value
+    if isinstance(value, dict):
+        return {utf8_safe(k, depth + 1): utf8_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [utf8_safe(v, depth + 1) for v in value]
+    return value
 
 
 class _Run:
@@ -239,9 +274,11 @@ class _Run:
     def run(self):
         self.j.send({"op": "begin", "tests": self.task["tests"]})
         self._judge_started()
-        zy_task = {"items": self.task["items"], "files": self.task.get("files", []), "limits": self.limits,
+        # the submission travels in the frame's body (as large as intake accepts, protocol.MAX_TASK),
+        # which the zygote never reads: the submission's own relay process does
+        zy_task = {"items": self.task["items"], "files": self.task.get("files", []),
                    "tests": [{"id": t["id"]} for t in self.task["tests"]]}
-        self.z.send({"op": "grade", "task": zy_task})
+        self.z.send({"op": "grade", "limits": self.limits}, json.dumps(zy_task).encode())
         aborted = False
         while self.done is None:
             left = self.wall - time.monotonic()

@@ -54,6 +54,8 @@ def check_zip(path: Path, course) -> tuple[str, str, dict]:
         files = {}
         for info in infos:
             name = info.filename
+            if any(ord(ch) < 32 or 127 <= ord(ch) < 160 or ch in "\u2028\u2029" for ch in name):
+                raise Refused(f"{name!r}: a control character in the path")
             if "\\" in name or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
                 raise Refused(f"{name!r}: an absolute or Windows path")
             parts = PurePosixPath(name).parts
@@ -73,7 +75,7 @@ def check_zip(path: Path, course) -> tuple[str, str, dict]:
             if len(parts) != 4:
                 raise Refused(f"{name!r}: not submitted/<student>/<assignment>/<file>")
             _, s, a, f = parts
-            if not STUDENT_ID.match(s):
+            if not STUDENT_ID.fullmatch(s):
                 raise Refused(f"{name!r}: {s!r} is not a usable student id")
             if student is None:
                 student, assignment = s, a

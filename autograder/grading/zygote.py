@@ -10,7 +10,8 @@ kills every process of the submission when it is done, and empties every writabl
 
 Host channel (fds 0/1 at start, moved to ``PROTO_IN``/``PROTO_OUT``), frames of :mod:`.protocol`:
 
-    host -> zygote:  {"op": "grade", "task"}           a submission: cells, test places, files, limits
+    host -> zygote:  {"op": "grade", "limits"} + body  a submission: the body (cells, test places,
+                                                       files) is read by the submission's relay only
                      {"op": "begin"|"call", "seq", ...} + body   for the current test process
                      {"op": "kill-test"}               stop the current test process (a test's time is up)
                      {"op": "more-tests"} / {"op": "continue"}   after a test process ended / the tests are done
@@ -27,13 +28,12 @@ import io
 import json
 import os
 import select
-import shutil
 import signal
 import sys
 import time
 
 from . import student
-from .protocol import FrameReader, ProtocolError, read_frame, write_frame
+from .protocol import MAX_TASK, FrameReader, ProtocolError, read_body, read_frame, read_header, write_frame
 
 PROTO_IN, PROTO_OUT = 1021, 1022
 OUTPUT_KEEP = 20_000        # characters of a cell's output kept
@@ -52,7 +52,7 @@ def main():
     for fd in (PROTO_IN, PROTO_OUT):
         os.set_inheritable(fd, False)
     config, _ = read_frame(PROTO_IN)
-    namespace = Namespace()
+    namespace = Namespace(config.get("sandboxed", True))
     shell = warm_up(config)
     restorer = student.Restorer()
     import gc
@@ -62,20 +62,39 @@ def main():
     write_frame(PROTO_OUT, {"ready": True, "pid": os.getpid()})
     while True:
         try:
-            msg, _ = read_frame(PROTO_IN)
+            msg, blen = read_header(PROTO_IN, max_body=MAX_TASK)
         except EOFError:
             os._exit(0)
         op = msg.get("op")
         if op == "quit":
             os._exit(0)
         if op == "grade":
-            try:
-                result = grade(msg["task"], shell, restorer, namespace, config)
-            except Exception as exc:  # noqa: BLE001 - reported to the host as a grader error
-                import traceback
+            # The zygote never holds anything of a submission: it reads only the header (limits,
+            # counts) and forks a relay for the submission, which reads the task (cells, files)
+            # from the channel itself, forks the student process, relays, and ends with it. Each
+            # student process thus comes from a zygote that has seen no submission.
+            relay = os.fork()
+            if relay == 0:
+                code = 0
+                try:
+                    task = json.loads(read_body(PROTO_IN, blen))
+                    task["limits"] = msg["limits"]
+                    result = grade(task, shell, restorer, namespace, config)
+                except BaseException as exc:  # noqa: BLE001 - reported to the host as a grader error
+                    import traceback
 
-                result = {"error": "".join(traceback.format_exception(exc))[-4000:]}
-            write_frame(PROTO_OUT, {"ev": "done", "result": result})
+                    result = {"error": "".join(traceback.format_exception(exc))[-4000:]}
+                    code = 1
+                try:
+                    write_frame(PROTO_OUT, {"ev": "done", "result": result})
+                finally:
+                    os._exit(code)
+            status = os.waitpid(relay, 0)[1]
+            _kill_all(config["sandboxed"], None, False)  # whatever the submission left, but the zygote
+            if status != 0:  # the relay failed: the channel may hold part of a frame, start again
+                os._exit(1)
+        elif blen:
+            os._exit(1)  # nothing else carries a body between submissions
 
 
 # --------------------------------------------------------------------------- warm-up
@@ -181,12 +200,15 @@ class Namespace:
     every capability (the student process calls :meth:`drop_privileges` first thing)."""
 
     CLONE_NEWPID = 0x20000000
+    CLONE_NEWIPC = 0x08000000
     PR_CAPBSET_DROP = 24
     PR_SET_NO_NEW_PRIVS = 38
     CAP_VERSION_3 = 0x20080522
 
-    def __init__(self):
+    def __init__(self, sandboxed=True):
         import ctypes
+
+        self.sandboxed = sandboxed
 
         self.ctypes = ctypes
         libc = ctypes.CDLL(None, use_errno=True)
@@ -202,6 +224,11 @@ class Namespace:
         self.Header, self.Data = Header, Data
 
     def new_pid_namespace(self) -> bool:
+        """A pid namespace for the submission's processes, and an IPC namespace of its own (System V
+        shared memory, semaphores and message queues die with the submission: nothing passes to the
+        next one, and no memory stays held)."""
+        if self.unshare(self.CLONE_NEWIPC) != 0 and self.sandboxed:
+            os._exit(72)  # never run a submission in the IPC namespace of the one before
         return self.unshare(self.CLONE_NEWPID) == 0
 
     def drop_privileges(self) -> bool:
@@ -266,9 +293,9 @@ def grade(task, shell, restorer, namespace, config):
         os.close(fd)
     main_pid, isolated = _read_main_pid(info_r)
     os.close(info_r)
-    session = Session(helper, main_pid, ctl_r, cmd_w, req_r, req_w, rep_r, task, limits, start)
+    session = Session(helper, main_pid, ctl_r, cmd_w, req_r, req_w, rep_r, task, limits, start, config["outdir"])
     session.run()
-    _kill_all(config["sandboxed"], main_pid, isolated, helper)
+    _kill_all(False, main_pid, isolated, helper)  # (the zygote sweeps the rest once this relay ended)
     session.reap()
     for fd in (ctl_r, cmd_w, req_r, req_w, rep_r):
         os.close(fd)
@@ -283,16 +310,24 @@ def grade(task, shell, restorer, namespace, config):
 class Session:
     """The zygote's side of one submission: relay frames, watch cells, answer the host."""
 
-    def __init__(self, helper, pid, ctl_r, cmd_w, req_r, req_w, rep_r, task, limits, start):
+    def __init__(self, helper, pid, ctl_r, cmd_w, req_r, req_w, rep_r, task, limits, start, outdir):
         self.helper, self.pid = helper, pid
         self.ctl_r, self.cmd_w, self.req_r, self.req_w, self.rep_r = ctl_r, cmd_w, req_r, req_w, rep_r
         self.n_cells = sum(1 for item in task["items"] if item[0] == "cell")
         self.n_tests = len(task.get("tests", ())) or sum(1 for item in task["items"] if item[0] == "test")
         self.timeout = float(limits["timeout"])
+        # output: what a cell, or a test process, wrote to its captured output file; checked at
+        # every event and while it runs (the file-size limit, RLIMIT_FSIZE, is a separate, larger one)
+        self.outdir = outdir
+        self.output_limit = int(limits["output"])
+        self.test_file = None
+        self.test_n = 0
+        self.output_killed = False
         self.wall = start + float(limits["wall"])
         self.grace = 5.0  # after SIGINT, how long a cell gets to stop (a loaded machine is slow to deliver)
         self.cells = {}
         self.current = None  # index of the cell running
+        self.last_started = -1  # cells start once each, in order: a cell cannot restart its own clock
         self.since = None
         self.interrupted = None
         self.main = None
@@ -303,6 +338,7 @@ class Session:
         self.ctl_buf = b""
         self.replies = FrameReader(max_body=MAX_REPLY)
         self.test_alive = False
+        self.tests_first = 0
         self.tests_seen = []
         self.outgoing = bytearray()  # frames for the test process not written yet
         for fd in (ctl_r, rep_r, req_r, req_w):
@@ -312,7 +348,8 @@ class Session:
     def run(self):
         while self.exit_status is None:
             now = time.monotonic()
-            wait = max(min(self._next_deadline(now) - now, 0.5), 0.0)
+            busy = self.current is not None or self.test_alive
+            wait = max(min(self._next_deadline(now) - now, 0.1 if busy else 0.5), 0.0)
             try:
                 ready, writable, _ = select.select([PROTO_IN, self.ctl_r, self.rep_r],
                                                    [self.req_w] if self.outgoing else [], [], wait)
@@ -347,9 +384,19 @@ class Session:
                 self.cells.setdefault(self.current, {}).setdefault("status", "timeout")
             self.exit_status = "killed"
             return
+        if self.test_alive and not self.output_killed and self._over(self.test_file):
+            self._kill_for_output()
         if self.current is None or self.since is None:
             return
-        if self.interrupted is None and now >= self.since + self.timeout:
+        if self.interrupted is None and self._over(f"cell-{self.current}.txt"):
+            self.cells.setdefault(self.current, {})["status"] = "output-limit"
+            self.interrupted = now
+            try:
+                if self.pid:
+                    os.kill(self.pid, signal.SIGINT)  # as for a time limit: interrupt, then go on
+            except (ProcessLookupError, PermissionError):
+                pass
+        elif self.interrupted is None and now >= self.since + self.timeout:
             self.cells.setdefault(self.current, {})["status"] = "timeout"
             self.interrupted = now
             try:
@@ -360,6 +407,19 @@ class Session:
         elif self.interrupted is not None and now >= self.interrupted + self.grace:
             self.main = "timeout"  # the cell ignored the interrupt
             self.exit_status = "killed"
+
+    def _over(self, name):
+        """Whether the captured output file ``name`` holds more than the output limit."""
+        if not name:
+            return False
+        try:
+            return os.lstat(os.path.join(self.outdir, name)).st_size > self.output_limit
+        except OSError:
+            return False
+
+    def _kill_for_output(self):
+        self.output_killed = True
+        self._command(b"k")
 
     def _check_exit(self):
         try:
@@ -402,6 +462,8 @@ class Session:
             self._command(b"k")
         elif op == "more-tests":
             self.test_alive = True
+            self.test_n += 1
+            self.test_file = f"tests-{self.tests_first}-{self.test_n}.txt"
             self._command(b"f")
         elif op == "continue":
             self.test_alive = False
@@ -458,6 +520,11 @@ class Session:
         self._feed_replies(chunk)
 
     def _feed_replies(self, chunk):
+        if self.output_killed:
+            return
+        if self._over(self.test_file):  # the call printed more than the limit: no answer counts
+            self._kill_for_output()
+            return
         try:
             frames = self.replies.feed(chunk)
         except ProtocolError as exc:
@@ -509,12 +576,16 @@ class Session:
                 return
             self.tests_seen.extend(ks)
             self.test_alive = True
+            self.tests_first, self.test_n = ks[0] if ks else 0, 1
+            self.test_file = f"tests-{self.tests_first}-1.txt"
             write_frame(PROTO_OUT, {"ev": "tests", "ks": ks})
             return
         if "test-exit" in msg:
             self.test_alive = False
             self._drain()
             status = msg["test-exit"]
+            if self.output_killed:  # stopped here for its output: reported as the file-size signal
+                status, self.output_killed = 128 + signal.SIGXFSZ, False
             write_frame(PROTO_OUT, {"ev": "test-exit", "status": status if type(status) is int else None,
                                     "killed": msg.get("killed") is True})
             return
@@ -522,14 +593,25 @@ class Session:
         if type(c) is int and 0 <= c < self.n_cells:
             cell = self.cells.setdefault(c, {})
             if msg.get("e") == "start":
+                if self.current is not None or c <= self.last_started:
+                    # what a running cell wrote to look like a new cell (a "progress frame"): its
+                    # time limit is not extended, and the notebook is flagged
+                    self.garbled = True
+                    return
                 self.current, self.since, self.interrupted = c, now, None
+                self.last_started = c
                 cell["start"] = now
             elif msg.get("e") == "end":
+                if c != self.current:
+                    self.garbled = True
+                    return
                 if isinstance(msg.get("error"), str):
                     cell["error"] = msg["error"][:student.MESSAGE_KEEP]
                 if msg.get("kind") in ("memory", "interrupted", "error"):
                     cell["kind"] = msg["kind"]
                 cell["seconds"] = round(now - cell.get("start", now), 3)
+                if "status" not in cell and self._over(f"cell-{c}.txt"):
+                    cell["status"] = "output-limit"
                 self.current, self.since, self.interrupted = None, None, None
             else:
                 self.garbled = True
@@ -617,27 +699,13 @@ def _write_files(scratch, files, limits):
 
 
 def _wipe(config):
-    """Empty every place a submission can write: the scratch tmpfs and /dev/shm."""
-
-    def onerror(func, path, exc_info):
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-            func(path)
-        except OSError:
-            pass
-
+    """Empty every place a submission can write: the scratch tmpfs and /dev/shm (without
+    recursion: a submission may leave a tree thousands of folders deep)."""
     places = [config["scratch"], config["outdir"], config["home"]]
     if config["sandboxed"]:
         places = [os.path.join(d, n) for d in (config["tmp"], "/dev/shm") if os.path.isdir(d) for n in os.listdir(d)]
     for path in places:
-        if os.path.islink(path) or (os.path.exists(path) and not os.path.isdir(path)):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-        elif os.path.isdir(path):
-            shutil.rmtree(path, onerror=onerror)
+        student.remove_tree(path)
 
 
 def _kill_all(sandboxed, pid, isolated, helper=None):
