@@ -217,7 +217,14 @@ def _ship(fn, args, kwargs, tracked=None):
         if type(warnings) is not list or any(type(w) is not str for w in warnings):
             raise observation.ObservationError("bad warnings")
     except observation.ObservationError as exc:
-        raise StudentProcessError("tampered", f"an observation that cannot be genuine: {exc}") from None
+        problem = str(exc)
+    else:
+        problem = None
+    if problem is not None:  # (raised out here: the error, kept for the row's status, keeps no frame
+        reply = doc = None   # that holds the reply alive through its context)
+        error = StudentProcessError("tampered", f"an observation that cannot be genuine: {problem}")
+        _report(error)
+        raise error
     # what the student's code printed during the call appears in the test's output, as in one
     # kernel (where a write to stderr fails the test, nbgrader's rule)
     if texts[0]:
@@ -225,6 +232,14 @@ def _ship(fn, args, kwargs, tracked=None):
     if texts[1] and QUIET[0] == 0:
         sys.stderr.write(texts[1])
     return Outcome(value, error, after, texts[0], texts[1], warnings)
+
+
+def _report(error):
+    """Tell the judge what went wrong with the student's process (the row's status), even when
+    the test catches the exception."""
+    report = getattr(CHANNEL, "report", None)
+    if report is not None:
+        report(error)
 
 
 def _dumps(obj) -> bytes:
