@@ -175,6 +175,7 @@ class Submission:
 
         remote.CHANNEL = Channel()
         remote.EDITS = self.edits
+        remote.REBIND = self.rebind
         self.tests = tests
         self.compiled = [compile_test(t["source"], t["id"]) for t in tests]
         self.ns = {"__name__": "__main__", "__builtins__": builtins}
@@ -234,10 +235,40 @@ class Submission:
                     value = observation.Decoder().decode(info.get("value"))
                 except observation.ObservationError as exc:
                     raise StudentProcessError("tampered", f"a value that is not genuine: {exc}") from None
-            elif kind == "callable":
-                value = Remote((name,))
+            elif kind == "callable":  # a handle (classes: the built-in classes it derives from)
+                value = Remote((name,), {"classes": info.get("classes") if type(info.get("classes")) is list else []})
             else:
                 raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
+            self.ns[name] = value
+            self.bound[name] = value
+
+    def rebind(self, names):
+        """What a call into student code bound, rebound, deleted or changed in place among the
+        student's names (a function that updates a global list): the judge's namespace follows,
+        as one kernel's would - except where the running test rebound or deleted the name itself.
+        A value changed in place is changed in place here too (a test's alias sees it)."""
+        from autograder import observation
+        from autograder.remote import Remote
+
+        if type(names) is not dict or len(names) > 2000:
+            raise observation.ObservationError("bad names")
+        for name, info in names.items():
+            if type(name) is not str or not name.isidentifier() or name.startswith("__") or type(info) is not dict:
+                raise observation.ObservationError("bad names")
+            kind = info.get("kind")
+            if name in self.bound and self.ns.get(name, _GONE) is not self.bound[name]:
+                continue  # the test's own edit of the name wins
+            if kind == "deleted":
+                self.ns.pop(name, None)
+                self.bound.pop(name, None)
+                continue
+            if kind == "value":
+                value = _in_place(self.ns.get(name), observation.Decoder().decode(info.get("value")))
+            elif kind == "callable":
+                classes = info.get("classes")
+                value = Remote((name,), {"classes": classes if type(classes) is list else []})
+            else:
+                continue  # (a module a call imported: the next test's report binds it)
             self.ns[name] = value
             self.bound[name] = value
 
@@ -286,6 +317,26 @@ class Submission:
             "status": status, "stderr": wrote_stderr, "output": output,
             "seconds": round(time.perf_counter() - started, 4),
         }
+
+
+_GONE = object()
+
+
+def _in_place(old, new):
+    """``new``, written into ``old`` when both are the same kind of container (aliases follow)."""
+    if type(old) is type(new) and type(new) is list:
+        old[:] = new
+        return old
+    if type(old) is type(new) and type(new) in (dict, set):
+        old.clear()
+        old.update(new)
+        return old
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and type(old) is numpy.ndarray and type(new) is numpy.ndarray and old.shape == new.shape \
+            and old.dtype == new.dtype and old.flags.writeable:
+        old[...] = new
+        return old
+    return new
 
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
