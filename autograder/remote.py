@@ -3,11 +3,14 @@
 A test cell of this course is a stock nbgrader test cell. In one kernel (nbgrader, the
 self-check, JupyterLab) it calls the student's functions directly. Under ``autograder grade``
 the same cell runs in the *judge*, a process that never runs student code: there every name
-the student's notebook defines is a :class:`Remote` handle, and calling one sends the call -
-the callable's name and a copy of the arguments - to the process that ran the student's
-cells. That process calls it and sends back an *observation* (:mod:`autograder.observation`):
-the value returned or the exception raised, and the state afterwards of the objects it was
-given. The judge decodes it into plain data and the test goes on.
+the student's notebook defines is plain data by value or a :class:`Remote` handle, a faithful
+proxy of the object where it lives. Calling one sends the call - the callable's name and a
+copy of the arguments - to the process that ran the student's cells; so does every other
+operation on a handle (an attribute, an index, ``next``, ``==``, ``len``, ``isinstance``: one
+of :data:`OPS`, by name). That process performs it and sends back an *observation*
+(:mod:`autograder.observation`): the value returned (plain data, or a handle to an object that
+stays there) or the exception raised, and the state afterwards of the objects it was given.
+The judge decodes it and the test goes on.
 
 Two ways to call, the same in both settings:
 

@@ -236,7 +236,7 @@ class Submission:
                 except observation.ObservationError as exc:
                     raise StudentProcessError("tampered", f"a value that is not genuine: {exc}") from None
             elif kind == "callable":  # a handle (classes: the built-in classes it derives from)
-                value = Remote((name,), {"classes": info.get("classes") if type(info.get("classes")) is list else []})
+                value = Remote((name,), _handle_info(info))
             else:
                 raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
             self.ns[name] = value
@@ -265,8 +265,7 @@ class Submission:
             if kind == "value":
                 value = _in_place(self.ns.get(name), observation.Decoder().decode(info.get("value")))
             elif kind == "callable":
-                classes = info.get("classes")
-                value = Remote((name,), {"classes": classes if type(classes) is list else []})
+                value = Remote((name,), _handle_info(info))
             else:
                 continue  # (a module a call imported: the next test's report binds it)
             self.ns[name] = value
@@ -320,6 +319,14 @@ class Submission:
 
 
 _GONE = object()
+
+
+def _handle_info(info):
+    """What a names report says of a handle: its type's name and the built-in classes it derives
+    from (names only; the proxy maps them through a fixed table, nothing is looked up by them)."""
+    classes, type_name = info.get("classes"), info.get("type")
+    return {"classes": [c for c in classes if type(c) is str][:8] if type(classes) is list else [],
+            "type": type_name[:200] if type(type_name) is str else "object"}
 
 
 def _in_place(old, new):

@@ -381,7 +381,8 @@ class _Names:
 def _handle_entry(value):
     from autograder import observation
 
-    return {"kind": "callable", "classes": observation.builtin_classes(type(value))}
+    return {"kind": "callable", "classes": observation.builtin_classes(type(value)),
+            "type": observation._qualname(type(value))[:200]}
 
 
 # --------------------------------------------------------------------------- helpers
