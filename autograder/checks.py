@@ -96,6 +96,14 @@ def quiet():
                 caught.extend(str(r.message) for r in records)
 
 
+def _type_name(value) -> str:
+    """The class name a message shows: for the judge's proxy of a student's object, the object's."""
+    remote = sys.modules.get("autograder.remote")
+    if remote is not None and type(value) is remote.Remote:
+        return str(value._info.get("type") or "object").rsplit(".", 1)[-1]
+    return type(value).__name__
+
+
 def plain(value):
     """``value`` as the judge sees student values: exact built-in types, plain tensors (with
     :func:`meta`), exceptions, :class:`~autograder.observation.Foreign` for anything else.
@@ -148,7 +156,7 @@ def _require_plain_tensor(value, what, cause=None):
     fail(
         f"{what} must be a torch.Tensor",
         expected="torch.Tensor",
-        found=f"{type(value).__name__}: {describe(value)}",
+        found=f"{_type_name(value)}: {describe(value)}",
         cause=cause or "the function returned something other than a tensor (did you forget `return`?)",
     )
 
@@ -159,7 +167,7 @@ def _require_tensors(*values):
             fail(
                 "expected a plain torch.Tensor",
                 expected="torch.Tensor",
-                found=f"{type(value).__name__}: {describe(value)}",
+                found=f"{_type_name(value)}: {describe(value)}",
                 cause="pass ordinary tensors (a subclass or another object cannot be trusted to compare itself)",
             )
 
@@ -209,7 +217,7 @@ def as_bool(value, what="the result"):
     fail(
         f"{what} must be True or False",
         expected="a bool",
-        found=f"{type(value).__name__}: {describe(value)}",
+        found=f"{_type_name(value)}: {describe(value)}",
         cause="return a Python bool (for a tensor, use .item() or bool(...))",
     )
 

@@ -24,8 +24,17 @@ Format (one JSON document; ``NaN``/``Infinity`` allowed)::
     {"$": "recorder", "calls": [[args-tuple, kwargs-dict], ...], "snapshots": [...]}
     {"$": "state", "values", "version", "requires_grad", "grad"}   an autograder.checks.TensorState
     {"$": "module", "type", "training", "parameters": {...}, "buffers": {...}, "handle"}
-    {"$": "object", "type", "repr", "handle"}   anything else (``handle``: it can still be called)
+    {"$": "object", "type", "repr", "handle", "classes"}   anything else: under the grader a handle
+        (:class:`autograder.remote.Remote`) to the object, which stays where it lives; ``classes``:
+        the names of the built-in classes it derives from (``isinstance(obj, list)`` in the judge)
     {"$": "bytes", "data"}
+    {"$": "complex", "re", "im"}
+
+Plain data travels by value: None, bool, int, float, complex, str, bytes, lists, tuples, sets,
+dicts of them, numpy arrays and scalars (numeric, bool, str/bytes dtypes: exact dtype and
+shape), tensors. pandas objects are not encoded by value (pandas is not a dependency of this
+project and no test of it could run here): they stay handles, which index, iterate, compare
+and convert (``__array__``) as in one kernel.
 """
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ import base64
 import itertools
 import json
 import math
+import re
 import sys
 import weakref
 from dataclasses import dataclass
@@ -43,6 +53,15 @@ MAX_STR = 200_000           # characters of one string
 MAX_TENSOR_BYTES = 64 << 20  # one tensor's data
 MAX_DOCUMENT = 96 << 20     # one encoded observation
 REPR_CHARS = 300
+# Bounds on what the host parses from the sandbox, checked on the raw bytes *before* any
+# allocation (an observation, a frame header such as the names report): a document of at most
+# MAX_DOCUMENT bytes with at most MAX_NODES JSON values (each list, object, string, number)
+# nested at most MAX_JSON_DEPTH deep. Parsed, such a document takes at most ~100 MB of Python
+# objects (1M empty lists at ~72 bytes each, plus the bytes themselves); without the bounds a
+# 95 MB reply of nested lists took 4.9 GB in the judge. An honest observation is far inside
+# them: a tensor or an array is one string, a list of MAX_ITEMS numbers 100,000 values.
+MAX_NODES = 1_000_000
+MAX_JSON_DEPTH = 100         # (a dict costs 3 levels of JSON per level of MAX_DEPTH)
 
 DTYPES = ("float64", "float32", "float16", "bfloat16", "complex64", "complex128", "int64", "int32",
           "int16", "int8", "uint8", "bool")
@@ -54,6 +73,10 @@ class ObservationError(ValueError):
 
 class ObservationTooLarge(ValueError):
     """A genuine value too large to send back (the limits above)."""
+
+
+class NotPlain(ValueError):
+    """An object that is not plain data (an :class:`Encoder` made with ``plain_only``)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +144,8 @@ def _dtype_name(dtype) -> str:
 class Encoder:
     """Encode values where student code runs. ``tracked``: objects the judge sent (by position)."""
 
-    def __init__(self, tracked=(), keep=None, arrival=None):
+    def __init__(self, tracked=(), keep=None, arrival=None, plain_only=False, max_nodes=None, max_bytes=None,
+                 max_tensor_elements=None):
         self.tracked = {id(o): i for i, o in enumerate(tracked)}
         self._alive = list(tracked)
         # version counters of the tracked tensors when the call began: an argument's version is
@@ -129,8 +153,19 @@ class Encoder:
         self.arrival = arrival if arrival is not None else {
             id(o): o._version for o in tracked if _torch() is not None and isinstance(o, _torch().Tensor)}
         self.storages: dict = {}
-        self.keep = keep  # callable(obj) -> handle id, for objects that stay callable
+        self.keep = keep  # callable(obj) -> handle id, for objects that stay where they live
         self.size = 0
+        # a budget (the names report): values, bytes of data; plain_only: NotPlain at any object
+        self.plain_only = plain_only
+        self.max_nodes, self.max_bytes = max_nodes, max_bytes
+        self.max_tensor_elements = max_tensor_elements
+        self.nodes = 0
+        self.spent = 0
+
+    def _spend(self, n):
+        self.spent += n
+        if self.max_bytes is not None and self.spent > self.max_bytes:
+            raise ObservationTooLarge(f"over the budget of {self.max_bytes} bytes")
 
     def _storage_id(self, t):
         try:
@@ -140,7 +175,12 @@ class Encoder:
         return self.storages.setdefault(key, len(self.storages))
 
     def encode(self, value, depth=0, top_tracked=False):
+        self.nodes += 1
+        if self.max_nodes is not None and self.nodes > self.max_nodes:
+            raise ObservationTooLarge(f"over the budget of {self.max_nodes} values")
         if depth > MAX_DEPTH:
+            if self.plain_only:
+                raise NotPlain("nested too deeply")
             return {"$": "object", "type": type(value).__name__, "repr": "(nested too deeply)", "handle": None,
                     "cut": True}
         if not top_tracked and id(value) in self.tracked:
@@ -155,7 +195,10 @@ class Encoder:
         if t is str:
             if len(value) > MAX_STR:
                 raise ObservationTooLarge(f"a string of {len(value)} characters")
+            self._spend(len(value))
             return value
+        if t is complex:
+            return {"$": "complex", "re": value.real, "im": value.imag}
         torch = _torch()
         if torch is not None and isinstance(value, torch.Tensor):
             return self._tensor(value, depth)
@@ -172,9 +215,12 @@ class Encoder:
             return float(value)
         if isinstance(value, str):
             return self.encode(str.__str__(value), depth)
+        if isinstance(value, complex):
+            return self.encode(complex(value), depth)
         if isinstance(value, (bytes, bytearray)):
             if len(value) > MAX_STR:
                 raise ObservationTooLarge(f"{len(value)} bytes")
+            self._spend(len(value) * 4 // 3)
             return {"$": "bytes", "data": base64.b64encode(bytes(value)).decode()}
         if isinstance(value, list):
             return [self.encode(v, depth + 1) for v in self._items(value)]
@@ -187,6 +233,8 @@ class Encoder:
         if isinstance(value, dict):
             return {"$": "dict", "items": [[self.encode(k, depth + 1), self.encode(v, depth + 1)]
                                            for k, v in self._items(list(value.items()))]}
+        if self.plain_only:
+            raise NotPlain(type(value).__name__)
         from .checks import CallRecorder, TensorState
 
         if isinstance(value, TensorState):
@@ -206,7 +254,7 @@ class Encoder:
                 "handle": self.keep(value) if self.keep else None,
             }
         return {"$": "object", "type": _qualname(type(value)), "repr": _safe_repr(value),
-                "handle": self.keep(value) if self.keep and callable(value) else None}
+                "handle": self.keep(value) if self.keep else None, "classes": builtin_classes(type(value))}
 
     def _items(self, container):
         items = list(container)
@@ -217,6 +265,9 @@ class Encoder:
     def _tensor(self, t, depth):
         torch = _torch()
         subclass = None if type(t) in (torch.Tensor, torch.nn.Parameter) else _qualname(type(t))
+        if self.plain_only and (subclass or (self.max_tensor_elements is not None
+                                             and t.numel() > self.max_tensor_elements)):
+            raise NotPlain("a tensor subclass or a large tensor")
         with torch._C.DisableTorchFunction():
             plain = t.as_subclass(torch.Tensor) if subclass else t
             if plain.layout != torch.strided or plain.is_quantized:
@@ -233,6 +284,7 @@ class Encoder:
             if len(raw) > MAX_TENSOR_BYTES:
                 raise ObservationTooLarge(f"a tensor of {len(raw)} bytes")
             self.size += len(raw)
+            self._spend(len(raw) * 4 // 3)
             grad = None
             if plain.is_leaf or plain.retains_grad:
                 g = plain.grad
@@ -252,13 +304,44 @@ class Encoder:
 
     def _numpy(self, value, numpy):
         arr = numpy.asarray(value)
-        if arr.dtype.kind not in "biufc":
-            return {"$": "object", "type": f"numpy.ndarray[{arr.dtype}]", "repr": _safe_repr(value), "handle": None}
+        if arr.dtype.kind not in NUMPY_KINDS or arr.dtype.fields is not None or arr.dtype.subdtype is not None \
+                or type(value) not in (numpy.ndarray,) and not isinstance(value, numpy.generic):
+            if self.plain_only:
+                raise NotPlain(f"numpy {arr.dtype}")
+            return {"$": "object", "type": _qualname(type(value)), "repr": _safe_repr(value),
+                    "handle": self.keep(value) if self.keep else None, "classes": builtin_classes(type(value))}
+        if arr.nbytes > MAX_TENSOR_BYTES:
+            raise ObservationTooLarge(f"an array of {arr.nbytes} bytes")
+        self._spend(arr.nbytes * 4 // 3)
         raw = numpy.ascontiguousarray(arr).tobytes()
-        if len(raw) > MAX_TENSOR_BYTES:
-            raise ObservationTooLarge(f"an array of {len(raw)} bytes")
         return {"$": "numpy", "dtype": arr.dtype.str, "shape": list(arr.shape),
                 "data": base64.b64encode(raw).decode(), "scalar": isinstance(value, numpy.generic)}
+
+
+NUMPY_KINDS = "biufcUS"  # numbers, bools, fixed-width str and bytes (object arrays stay handles)
+
+# built-in classes a handle's ``__class__`` may name in the judge (never looked up by any other name)
+BUILTIN_CLASSES = ("bool", "int", "float", "complex", "str", "bytes", "bytearray", "list", "tuple", "dict", "set",
+                   "frozenset", "range", "slice", "memoryview", "BaseException", "generator", "coroutine",
+                   "function", "builtin_function_or_method", "method", "type")
+
+
+def builtin_classes(cls) -> list:
+    """The names (of :data:`BUILTIN_CLASSES`) of the built-in classes ``cls`` derives from."""
+    try:
+        mro = type.__getattribute__(cls, "__mro__")
+    except Exception:  # noqa: BLE001
+        return []
+    out = []
+    for c in mro:
+        try:
+            if type.__getattribute__(c, "__module__") == "builtins":
+                name = type.__getattribute__(c, "__name__")
+                if name in BUILTIN_CLASSES:
+                    out.append(name)
+        except Exception:  # noqa: BLE001
+            continue
+    return out[:8]
 
 
 def _exception(exc):
@@ -293,9 +376,12 @@ def _sort_key(v):
 
 
 def dumps(document) -> bytes:
+    """Encode an observation; the honest side checks the very bounds the host will check."""
     data = json.dumps(document, separators=(",", ":"), allow_nan=True).encode()
-    if len(data) > MAX_DOCUMENT:
-        raise ObservationTooLarge(f"an observation of {len(data)} bytes")
+    try:
+        check_bounds(data)
+    except TooLargeToParse as exc:
+        raise ObservationTooLarge(str(exc)) from None
     return data
 
 
@@ -355,6 +441,11 @@ class Decoder:
             return int(text)
         if kind == "bytes":
             return _b64(node, "data")
+        if kind == "complex":
+            re_, im = node.get("re"), node.get("im")
+            if type(re_) not in (int, float) or type(im) not in (int, float):
+                raise ObservationError("bad complex")
+            return complex(re_, im)
         if kind == "ref":
             i = _int(node, "i")
             if not 0 <= i < len(self.tracked):
@@ -414,8 +505,10 @@ class Decoder:
         if kind == "object":
             type_name = _str(node, "type")[:200]
             text = _str(node, "repr")[:REPR_CHARS]
-            return Foreign("object", type_name, f"a {type_name}: {text}" if text else f"a {type_name}",
-                           self._handle(node))
+            handle = self._handle(node)
+            if handle is not None and not node.get("cut"):  # under the grader: the object itself, by proxy
+                return handle
+            return Foreign("object", type_name, f"a {type_name}: {text}" if text else f"a {type_name}", handle)
         raise ObservationError(f"unknown node {kind!r}")
 
     def _handle(self, node):
@@ -424,7 +517,11 @@ class Decoder:
             return None
         if type(h) is not int or h < 0:
             raise ObservationError("bad handle")
-        return self.handle(h)
+        classes = node.get("classes", [])
+        if type(classes) is not list or len(classes) > 8 or any(type(c) is not str for c in classes):
+            raise ObservationError("bad classes")
+        info = {"type": _str(node, "type")[:200], "classes": [c for c in classes if c in BUILTIN_CLASSES]}
+        return self.handle(h, info)
 
     def _tensor(self, node, depth):
         import torch
@@ -489,17 +586,19 @@ class Decoder:
         import numpy
 
         try:
-            dtype = numpy.dtype(_str(node, "dtype"))
-        except TypeError:
+            dtype = numpy.dtype(_str(node, "dtype")[:40])
+        except Exception:  # noqa: BLE001 - whatever numpy makes of a string it cannot read
             raise ObservationError("bad numpy dtype") from None
-        if dtype.kind not in "biufc":
+        if dtype.kind not in NUMPY_KINDS or dtype.fields is not None or dtype.subdtype is not None:
             raise ObservationError("bad numpy dtype")
         shape = _list(node, "shape")
-        if any(type(s) is not int or s < 0 for s in shape):
+        if len(shape) > 32 or any(type(s) is not int or s < 0 for s in shape):
             raise ObservationError("bad shape")
         raw = _b64(node, "data")
         if len(raw) != math.prod(shape) * dtype.itemsize:
             raise ObservationError("array data does not match its shape")
+        if dtype.itemsize == 0:
+            raise ObservationError("bad numpy dtype")
         arr = numpy.frombuffer(raw, dtype=dtype).reshape(shape).copy()
         if node.get("scalar") is True:
             if arr.size != 1:
@@ -605,11 +704,75 @@ def _instantiate(cls, message):
         return exc
 
 
-def loads(data: bytes):
-    """Parse an observation document (bytes) - raises :class:`ObservationError` on anything odd."""
-    if len(data) > MAX_DOCUMENT:
-        raise ObservationError("observation too large")
+class TooLargeToParse(ObservationError):
+    """A document from the sandbox over the bounds (size, values, depth): never parsed."""
+
+
+_DEPTH = [0] * 256
+_DEPTH[ord("[")] = _DEPTH[ord("{")] = 1
+_DEPTH[ord("]")] = _DEPTH[ord("}")] = -1
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def check_bounds(data, max_bytes=MAX_DOCUMENT, max_nodes=MAX_NODES, max_depth=MAX_JSON_DEPTH):
+    """Raise :class:`TooLargeToParse` unless the JSON text ``data`` (bytes) is within the bounds.
+
+    Counted on the bytes, nothing parsed: every JSON value but the first follows one of
+    ``[ { , :``, so their count bounds the number of values (a separator inside a string counts
+    too: the bound errs on the safe side); the depth is measured with the strings taken out."""
+    if len(data) > max_bytes:
+        raise TooLargeToParse(f"a document of {len(data)} bytes (at most {max_bytes})")
+    opens = data.count(b"[") + data.count(b"{")
+    nodes = opens + data.count(b",") + data.count(b":") + 1
+    if nodes > max_nodes:
+        raise TooLargeToParse(f"a document of about {nodes} values (at most {max_nodes})")
+    if opens > max_depth and _depth(data) > max_depth:  # (brackets in strings counted: an upper bound)
+        depth = _depth(_STRINGS.sub(b"", data))
+        if depth > max_depth:
+            raise TooLargeToParse(f"a document nested {depth} deep (at most {max_depth})")
+
+
+def _depth(data):
+    return max(itertools.accumulate(_DEPTH[b] for b in data.translate(None, _NOT_BRACKETS)), default=0)
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every lone surrogate (not encodable as UTF-8) replaced by U+FFFD."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def _safe_strings(value):
+    """Every string in a parsed document (keys too) made UTF-8-safe, in place where possible."""
+    if type(value) is str:
+        return safe_text(value)
+    if type(value) is list:
+        for i, v in enumerate(value):
+            value[i] = _safe_strings(v)
+        return value
+    if type(value) is dict:
+        return {safe_text(k): _safe_strings(v) for k, v in value.items()}
+    return value
+
+
+def parse_json(data: bytes, max_bytes=MAX_DOCUMENT, max_nodes=MAX_NODES, max_depth=MAX_JSON_DEPTH):
+    """Parse JSON that came from the sandbox: bounds checked first (:func:`check_bounds`), text
+    made safe for UTF-8 once, here at the boundary. Raises :class:`ObservationError`."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise ObservationError("not bytes")
+    check_bounds(data, max_bytes, max_nodes, max_depth)
     try:
-        return json.loads(data)
+        value = json.loads(data)
     except (ValueError, RecursionError, MemoryError, UnicodeDecodeError) as exc:
         raise ObservationError(f"not an observation ({type(exc).__name__})") from None
+    if _SURROGATE_BYTES.search(data):
+        value = _safe_strings(value)
+    return value
+
+
+def loads(data: bytes):
+    """Parse an observation document (bytes) - raises :class:`ObservationError` on anything odd
+    (:class:`TooLargeToParse` when over the bounds)."""
+    return parse_json(data)

@@ -3,11 +3,14 @@
 A test cell of this course is a stock nbgrader test cell. In one kernel (nbgrader, the
 self-check, JupyterLab) it calls the student's functions directly. Under ``autograder grade``
 the same cell runs in the *judge*, a process that never runs student code: there every name
-the student's notebook defines is a :class:`Remote` handle, and calling one sends the call -
-the callable's name and a copy of the arguments - to the process that ran the student's
-cells. That process calls it and sends back an *observation* (:mod:`autograder.observation`):
-the value returned or the exception raised, and the state afterwards of the objects it was
-given. The judge decodes it into plain data and the test goes on.
+the student's notebook defines is plain data by value or a :class:`Remote` handle, a faithful
+proxy of the object where it lives. Calling one sends the call - the callable's name and a
+copy of the arguments - to the process that ran the student's cells; so does every other
+operation on a handle (an attribute, an index, ``next``, ``==``, ``len``, ``isinstance``: one
+of :data:`OPS`, by name). That process performs it and sends back an *observation*
+(:mod:`autograder.observation`): the value returned (plain data, or a handle to an object that
+stays there) or the exception raised, and the state afterwards of the objects it was given.
+The judge decodes it and the test goes on.
 
 Two ways to call, the same in both settings:
 
@@ -39,6 +42,8 @@ CHANNEL = None      # set in the judge: .call(header: dict, payload: bytes) -> b
 EDITS = None        # set in the judge: () -> {name: DELETED | value}, the test's edits of student names
 DELETED = ("$deleted",)
 NAMESPACE = None    # set where student code runs under the grader: the student's namespace
+NAMES_CHANGED = None  # set there: () -> names report of what a call bound, rebound, deleted or changed
+REBIND = None       # set in the judge: (names report) -> None, the judge's namespace follows it
 QUIET = [0]         # depth of autograder.checks.quiet() in this process
 _KEPT: list = []    # objects returned by student code that stay callable (handles), per test process
 
@@ -55,41 +60,236 @@ class StudentProcessError(BaseException):
 
 
 class Remote:
-    """A name (and attribute path) in the student's namespace, seen from the judge."""
+    """An object in the student's process, seen from the judge: a name of the student's namespace
+    (``("name",)``, bound late, as the name is when the call is made) or an object that student
+    code returned (``("$kept", i)``).
 
-    __slots__ = ("_path",)
+    A faithful proxy: what a test cell does to it is done where the object lives, as in one
+    kernel - calling, attribute reads, indexing and slicing, iteration (a generator advances one
+    item per ``next``), operators, ``len``/``bool``/``hash``/``str``/``repr``/``dir``,
+    ``isinstance`` against built-in classes (``__class__``) and against the student's own
+    classes (``isinstance(obj, StudentClass)``: both handles), numpy conversion
+    (``__array__``). What comes back is plain data by value, or another handle; the student's
+    exceptions are raised here with their type name and message (``TypeError: 'int' object is
+    not subscriptable``). Each operation is one request (:func:`_op`) answered with an
+    observation."""
 
-    def __init__(self, path):
+    __slots__ = ("_path", "_info")
+
+    def __init__(self, path, info=None):
         object.__setattr__(self, "_path", tuple(path))
+        object.__setattr__(self, "_info", info if isinstance(info, dict) else {})
 
+    # attributes
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("__") and name.endswith("__") and name not in READABLE_DUNDERS:
             raise AttributeError(name)
-        return Remote(self._path + (name,))
+        return _op("getattr", self, name)
 
     def __setattr__(self, name, value):
-        raise TypeError(f"{self!r} lives in the student's process; a test cannot assign to it")
+        _op("setattr", self, name, value)
 
+    def __delattr__(self, name):
+        _op("delattr", self, name)
+
+    def __dir__(self):
+        return _op("dir", self)
+
+    @property
+    def __class__(self):
+        """A built-in class the object derives from (``isinstance(obj, list)``), else Remote."""
+        import builtins
+
+        for name in self._info.get("classes", ()):
+            cls = _BUILTIN_CLASSES.get(name) or getattr(builtins, name, None)
+            if isinstance(cls, type) and name in observation.BUILTIN_CLASSES and name not in _NOT_CLAIMED:
+                return cls
+        return Remote
+
+    # calls, and the student's classes
     def __call__(self, *args, **kwargs):
         return _ship(self, args, kwargs).result()
+
+    def __instancecheck__(self, obj):
+        return _op("isinstance", obj, self)
+
+    def __subclasscheck__(self, cls):
+        return _op("issubclass", cls, self)
 
     def __reduce__(self):
         return (_student_value, (self._path,))
 
+    def __copy__(self):
+        return _op("copy", self)
+
+    def __deepcopy__(self, memo):
+        return _op("deepcopy", self)
+
+    # text
     def __repr__(self):
+        try:
+            return _op("repr", self)
+        except Exception:  # noqa: BLE001 - e.g. no test running: say what it is
+            return self._describe()
+
+    def __str__(self):
+        return _op("str", self)
+
+    def __format__(self, spec):
+        return _op("format", self, spec)
+
+    def _describe(self):
         if self._path and self._path[0] == "$kept":
-            return "<an object returned by student code>" + "".join("." + p for p in self._path[2:])
+            return f"<{self._info.get('type', 'an object')} returned by student code>"
         return "<student's " + ".".join(self._path) + ">"
 
+    # containers, iteration
+    def __len__(self):
+        return _op("len", self)
+
     def __bool__(self):
-        raise TypeError(f"{self!r} is student code: call it (or observe(...) it), do not test its truth")
+        return _op("bool", self)
 
     def __iter__(self):
-        raise TypeError(f"{self!r} is student code: call it (or observe(...) it) to get a value")
+        return _op("iter", self)
+
+    def __next__(self):
+        return _op("next", self)
+
+    def __reversed__(self):
+        return _op("reversed", self)
+
+    def __contains__(self, item):
+        return _op("contains", self, item)
+
+    def __getitem__(self, key):
+        return _op("getitem", self, key)
+
+    def __setitem__(self, key, value):
+        _op("setitem", self, key, value)
+
+    def __delitem__(self, key):
+        _op("delitem", self, key)
+
+    def __hash__(self):
+        return _op("hash", self)
+
+    # numbers and numpy
+    def __array__(self, dtype=None, copy=None):
+        import numpy
+
+        value = _op("array", self)
+        if isinstance(value, Remote):  # an array of objects: each stays where it lives
+            arr = numpy.empty((), dtype=object)
+            arr[()] = value
+            return arr
+        return numpy.asarray(value, dtype=dtype) if dtype is not None else numpy.asarray(value)
+
+    def __int__(self):
+        return _op("int", self)
+
+    def __float__(self):
+        return _op("float", self)
+
+    def __complex__(self):
+        return _op("complex", self)
+
+    def __index__(self):
+        return _op("index", self)
+
+    def __round__(self, ndigits=None):
+        return _op("round", self) if ndigits is None else _op("round", self, ndigits)
+
+    def __enter__(self):
+        return _op("enter", self)
+
+    def __exit__(self, *exc):
+        return _op("exit", self, *exc)
+
+
+READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__dict__", "__annotations__",
+                              "__wrapped__", "__self__", "__func__", "__defaults__", "__kwdefaults__"})
+# (functions, methods and classes are not named: what pickles or inspects arguments asks
+# isinstance(obj, types.FunctionType) and would take a handle for a local function)
+_NOT_CLAIMED = frozenset({"function", "builtin_function_or_method", "method", "type"})
+_BUILTIN_CLASSES = {"generator": types.GeneratorType, "coroutine": types.CoroutineType}
+
+
+def _binary(name, reflected=False):
+    if reflected:
+        def op(self, other):
+            return _op(name, other, self)
+    else:
+        def op(self, other):
+            return _op(name, self, other)
+    return op
+
+
+def _unary(name):
+    def op(self):
+        return _op(name, self)
+    return op
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(Remote, f"__{_name}__", _binary(_name))
+for _name in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift", "rshift",
+              "and", "xor", "or"):
+    setattr(Remote, f"__{_name}__", _binary(_name))
+    setattr(Remote, f"__r{_name}__", _binary(_name, reflected=True))
+    if _name != "divmod":
+        setattr(Remote, f"__i{_name}__", _binary("i" + _name))
+for _name in ("neg", "pos", "abs", "invert", "trunc", "floor", "ceil"):
+    setattr(Remote, f"__{_name}__", _unary(_name))
+Remote.__hash__ = Remote.__dict__["__hash__"]  # (defining __eq__ would otherwise unset it)
+
+
+def _op(name, *args):
+    """Perform one operation of :data:`OPS` on objects where the student's code runs."""
+    return _ship(Remote(("$op", name)), args, {}).result()
+
+
+def _operations():
+    """What a :class:`Remote` asks of the object where it lives, by name (a fixed table)."""
+    import copy
+    import math
+    import operator
+
+    def _array(obj):
+        import numpy
+
+        return numpy.asarray(obj)
+
+    def _iter(obj):
+        it = iter(obj)
+        return it
+
+    ops = {
+        "getattr": getattr, "setattr": setattr, "delattr": delattr, "dir": lambda o: sorted(dir(o)),
+        "isinstance": isinstance, "issubclass": issubclass, "copy": copy.copy, "deepcopy": copy.deepcopy,
+        "repr": repr, "str": str, "format": format, "len": len, "bool": bool, "iter": _iter, "next": next,
+        "reversed": reversed, "contains": operator.contains, "getitem": operator.getitem,
+        "setitem": operator.setitem, "delitem": operator.delitem, "hash": hash, "array": _array, "int": int,
+        "float": float, "complex": complex, "index": operator.index, "round": round,
+        "enter": lambda o: o.__enter__(), "exit": lambda o, *exc: o.__exit__(*exc),
+        "divmod": divmod, "pow": pow, "neg": operator.neg, "pos": operator.pos, "abs": abs,
+        "invert": operator.invert, "trunc": math.trunc, "floor": math.floor, "ceil": math.ceil,
+    }
+    for name in ("eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "matmul", "truediv", "floordiv",
+                 "mod", "lshift", "rshift", "xor", "iadd", "isub", "imul", "imatmul", "itruediv", "ifloordiv",
+                 "imod", "ipow", "ilshift", "irshift", "iand", "ixor", "ior"):
+        ops[name] = getattr(operator, name)
+    ops["and"], ops["or"] = operator.and_, operator.or_
+    return ops
+
+
+OPS = _operations()
 
 
 def _student_value(path):
     """Where student code runs: the object a :class:`Remote` path names."""
+    if path[0] == "$op":
+        return OPS[path[1]]
     if path[0] == "$kept":
         obj = _KEPT[path[1]]
         rest = path[2:]
@@ -193,7 +393,7 @@ def _ship(fn, args, kwargs, tracked=None):
             raise observation.ObservationError("not an outcome")
         if "error" in doc:  # the student's process could not encode what it got
             raise StudentProcessError("observation-error", str(doc["error"])[:500])
-        dec = observation.Decoder(tracked, handle=lambda i: Remote(("$kept", i)))
+        dec = observation.Decoder(tracked, handle=lambda i, info=None: Remote(("$kept", i), info))
         error = value = None
         if "raised" in doc:
             error = dec.decode(doc["raised"])
@@ -216,8 +416,17 @@ def _ship(fn, args, kwargs, tracked=None):
         warnings = doc.get("warnings", [])
         if type(warnings) is not list or any(type(w) is not str for w in warnings):
             raise observation.ObservationError("bad warnings")
+        if doc.get("names") is not None and REBIND is not None:  # globals the call changed, as in one kernel
+            REBIND(doc["names"])
     except observation.ObservationError as exc:
-        raise StudentProcessError("tampered", f"an observation that cannot be genuine: {exc}") from None
+        problem = str(exc)
+    else:
+        problem = None
+    if problem is not None:  # (raised out here: the error, kept for the row's status, keeps no frame
+        reply = doc = None   # that holds the reply alive through its context)
+        error = StudentProcessError("tampered", f"an observation that cannot be genuine: {problem}")
+        _report(error)
+        raise error
     # what the student's code printed during the call appears in the test's output, as in one
     # kernel (where a write to stderr fails the test, nbgrader's rule)
     if texts[0]:
@@ -225,6 +434,14 @@ def _ship(fn, args, kwargs, tracked=None):
     if texts[1] and QUIET[0] == 0:
         sys.stderr.write(texts[1])
     return Outcome(value, error, after, texts[0], texts[1], warnings)
+
+
+def _report(error):
+    """Tell the judge what went wrong with the student's process (the row's status), even when
+    the test catches the exception."""
+    report = getattr(CHANNEL, "report", None)
+    if report is not None:
+        report(error)
 
 
 def _dumps(obj) -> bytes:
@@ -237,6 +454,8 @@ def _dumps(obj) -> bytes:
 
     class Pickler(cloudpickle.Pickler):
         def reducer_override(self, o):
+            if type(o) is Remote:  # (before cloudpickle asks it what it is: each question a request)
+                return _student_value, (o._path,)
             if torch is not None and type(o) in (torch.Tensor, torch.nn.Parameter) and \
                     (o.requires_grad or o.grad is not None):
                 grad = o.grad if o.is_leaf else None
@@ -390,6 +609,13 @@ def serve_call(header: dict, payload: bytes, out_fd: int = 1, err_fd: int = 2) -
     finally:
         _undo_edits(saved)
     _flush()
+    if NAMES_CHANGED is not None:
+        try:
+            changed = NAMES_CHANGED()
+            if changed:
+                doc["names"] = changed
+        except Exception:  # noqa: BLE001 - a global that breaks when read: the judge keeps what it has
+            pass
     enc = observation.Encoder(tracked, keep=_keep, arrival=arrival)
     try:
         doc[outcome[0]] = enc.encode(outcome[1])

@@ -147,6 +147,18 @@ def check_case(case, all_rows, course, stock_grades, student=None):
         assert spec["output"] in out, f"{case}: {spec['output']!r} not in the output:\n{out[-3000:]}"
 
 
+def test_forged_deep_reply_leaves_the_judge_bounded(hostile):
+    """forged-deep-reply answered calls with 93 MB of nested lists (the v2 judge, with no memory
+    limit, took 4.9 GB decoding one): the judge's peak resident memory (its own report, per
+    submission, in logs/judge-memory.tsv) stays under 1 GB, and the other submissions were graded."""
+    lines = [line.split("\t") for line in (hostile["out"] / "logs" / "judge-memory.tsv").read_text().splitlines()]
+    peaks = {key.split("/")[0]: int(kb) for key, kb in lines}
+    assert "forged-deep-reply" in peaks and len(peaks) > 10, peaks
+    assert max(peaks.values()) < 1 << 20, peaks  # kB
+    rows = [r for r in hostile["rows"] if r["student"] == "forged-deep-reply"]
+    assert rows and {r["status"] for r in rows} == {"tampered"}
+
+
 def test_formula_student_id_is_refused_and_never_a_formula(hostile):
     rows = [r for r in hostile["rows"] if "HYPERLINK" in r["student"]]
     assert rows and {r["status"] for r in rows} == {"refused"} and {r["score"] for r in rows} == {"0"}

@@ -79,7 +79,12 @@ def main():
                 os._exit(code)
         write_frame(PROTO_OUT, {"ev": "child", "pid": pid})
         _, status = os.waitpid(pid, 0)
-        write_frame(PROTO_OUT, {"ev": "child-exit", "status": status})
+        # the largest peak resident memory of any submission's child so far (kB): the bounds of
+        # autograder.observation keep it near the warm parent's whatever a student process sends
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        write_frame(PROTO_OUT, {"ev": "child-exit", "status": status, "peak_rss_kb": peak})
 
 
 def warm_up(preload):
@@ -125,6 +130,11 @@ class Channel:
             raise error
         return body
 
+    def report(self, error):
+        """A reply that cannot be genuine (found while decoding it): the row's status."""
+        if error not in PROBLEMS:
+            PROBLEMS.append(error)
+
 
 PROBLEMS: list = []  # what went wrong with the student's process during the current test
 
@@ -165,6 +175,7 @@ class Submission:
 
         remote.CHANNEL = Channel()
         remote.EDITS = self.edits
+        remote.REBIND = self.rebind
         self.tests = tests
         self.compiled = [compile_test(t["source"], t["id"]) for t in tests]
         self.ns = {"__name__": "__main__", "__builtins__": builtins}
@@ -224,10 +235,39 @@ class Submission:
                     value = observation.Decoder().decode(info.get("value"))
                 except observation.ObservationError as exc:
                     raise StudentProcessError("tampered", f"a value that is not genuine: {exc}") from None
-            elif kind == "callable":
-                value = Remote((name,))
+            elif kind == "callable":  # a handle (classes: the built-in classes it derives from)
+                value = Remote((name,), _handle_info(info))
             else:
                 raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
+            self.ns[name] = value
+            self.bound[name] = value
+
+    def rebind(self, names):
+        """What a call into student code bound, rebound, deleted or changed in place among the
+        student's names (a function that updates a global list): the judge's namespace follows,
+        as one kernel's would - except where the running test rebound or deleted the name itself.
+        A value changed in place is changed in place here too (a test's alias sees it)."""
+        from autograder import observation
+        from autograder.remote import Remote
+
+        if type(names) is not dict or len(names) > 2000:
+            raise observation.ObservationError("bad names")
+        for name, info in names.items():
+            if type(name) is not str or not name.isidentifier() or name.startswith("__") or type(info) is not dict:
+                raise observation.ObservationError("bad names")
+            kind = info.get("kind")
+            if name in self.bound and self.ns.get(name, _GONE) is not self.bound[name]:
+                continue  # the test's own edit of the name wins
+            if kind == "deleted":
+                self.ns.pop(name, None)
+                self.bound.pop(name, None)
+                continue
+            if kind == "value":
+                value = _in_place(self.ns.get(name), observation.Decoder().decode(info.get("value")))
+            elif kind == "callable":
+                value = Remote((name,), _handle_info(info))
+            else:
+                continue  # (a module a call imported: the next test's report binds it)
             self.ns[name] = value
             self.bound[name] = value
 
@@ -276,6 +316,34 @@ class Submission:
             "status": status, "stderr": wrote_stderr, "output": output,
             "seconds": round(time.perf_counter() - started, 4),
         }
+
+
+_GONE = object()
+
+
+def _handle_info(info):
+    """What a names report says of a handle: its type's name and the built-in classes it derives
+    from (names only; the proxy maps them through a fixed table, nothing is looked up by them)."""
+    classes, type_name = info.get("classes"), info.get("type")
+    return {"classes": [c for c in classes if type(c) is str][:8] if type(classes) is list else [],
+            "type": type_name[:200] if type(type_name) is str else "object"}
+
+
+def _in_place(old, new):
+    """``new``, written into ``old`` when both are the same kind of container (aliases follow)."""
+    if type(old) is type(new) and type(new) is list:
+        old[:] = new
+        return old
+    if type(old) is type(new) and type(new) in (dict, set):
+        old.clear()
+        old.update(new)
+        return old
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and type(old) is numpy.ndarray and type(new) is numpy.ndarray and old.shape == new.shape \
+            and old.dtype == new.dtype and old.flags.writeable:
+        old[...] = new
+        return old
+    return new
 
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")

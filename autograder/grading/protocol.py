@@ -2,8 +2,10 @@
 
     frame = u32 header length | u32 body length | header (JSON object, UTF-8) | body
 
-Every reader bounds both lengths before reading, and a header that is not a JSON object is a
-:class:`ProtocolError`: a process that runs student code can write anything on its channel.
+Every reader bounds both lengths before reading, parses a header only within the bounds of
+:func:`autograder.observation.parse_json` (values, depth: checked before any allocation; text
+made safe for UTF-8), and a header that is not a JSON object is a :class:`ProtocolError`: a
+process that runs student code can write anything on its channel.
 """
 from __future__ import annotations
 
@@ -94,13 +96,21 @@ def read_frame(fd: int, timeout=None, max_body=MAX_BODY):
         raise ProtocolError(f"frame of {hlen} + {blen} bytes")
     raw = _read_exactly(fd, hlen, deadline)
     body = _read_exactly(fd, blen, deadline) if blen else b""
+    return _header(raw), body
+
+
+def _header(raw: bytes) -> dict:
+    from autograder.observation import ObservationError, TooLargeToParse, parse_json
+
     try:
-        header = json.loads(raw)
-    except (ValueError, RecursionError, UnicodeDecodeError):
+        header = parse_json(raw, max_bytes=MAX_HEADER)
+    except TooLargeToParse as exc:
+        raise ProtocolError(f"a header over the bounds: {exc}") from None
+    except ObservationError:
         raise ProtocolError("a header that is not JSON") from None
     if type(header) is not dict:
         raise ProtocolError("a header that is not a JSON object")
-    return header, body
+    return header
 
 
 class FrameReader:
@@ -123,11 +133,5 @@ class FrameReader:
             raw = bytes(self.buf[HEADER.size:HEADER.size + hlen])
             body = bytes(self.buf[HEADER.size + hlen:total])
             del self.buf[:total]
-            try:
-                header = json.loads(raw)
-            except (ValueError, RecursionError, UnicodeDecodeError):
-                raise ProtocolError("a header that is not JSON") from None
-            if type(header) is not dict:
-                raise ProtocolError("a header that is not a JSON object")
-            frames.append((header, body))
+            frames.append((_header(raw), body))
         return frames

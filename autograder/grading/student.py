@@ -36,7 +36,6 @@ MESSAGE_KEEP = 1_500
 IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
 CHEAP_ELEMENTS = 4096
 FILE_SIZE_LIMIT = 256 << 20
-REPORT_ELEMENTS = 50_000  # elements of all values a names report carries (well under a frame header)
 
 # namespaces whose entries a cell may not *replace* for the tests (additions are kept, and so
 # is global state such as the default dtype or grad mode: nbgrader's kernel keeps them too)
@@ -264,7 +263,9 @@ def serve(shell, restorer):
             op = header.get("op")
             if op == "begin":
                 restored = restorer.restore()
-                reply = {"seq": seq, "names": names_report(shell.user_ns), "restored": restored[:20]}
+                names = names_report(shell.user_ns)
+                remote.NAMES_CHANGED = _Names(shell.user_ns, names).changed
+                reply = {"seq": seq, "names": names, "restored": restored[:20]}
                 torch = sys.modules.get("torch")
                 if torch is not None:  # a default dtype set in a cell: the test sees it too, as in one kernel
                     reply["dtype"] = str(torch.get_default_dtype()).replace("torch.", "")
@@ -282,13 +283,19 @@ def serve(shell, restorer):
                 write_frame(REP_FD, {"seq": seq, "error": "unknown request"})
 
 
+NAMES_BUDGET_BYTES = 2 << 20   # data sent by value in one names report (the frame header holds 4 MB)
+NAMES_BUDGET_VALUES = 200_000   # JSON values in it (the host parses at most 1,000,000)
+
+
 def names_report(ns) -> dict:
-    """The names the notebook defines, as the judge binds them: modules by name, callables as
-    handles, small values by value."""
+    """The names the notebook defines, as the judge binds them: modules by name, plain data by
+    value (numbers, strings, containers of them, numpy arrays and scalars, small tensors) while
+    the report's budget lasts, everything else a handle (``{"kind": "callable", "classes"}``:
+    the judge makes it a :class:`~autograder.remote.Remote`, a faithful proxy)."""
     from autograder import observation
 
     out = {}
-    budget = [REPORT_ELEMENTS]
+    left_bytes, left_values = NAMES_BUDGET_BYTES, NAMES_BUDGET_VALUES
     for name, value in list(ns.items()):
         if type(name) is not str or name.startswith("_") or name in IPYTHON_NAMES:
             continue
@@ -296,45 +303,86 @@ def names_report(ns) -> dict:
             modname = getattr(value, "__name__", None)
             out[name] = {"kind": "module", "module": modname if isinstance(modname, str) else ""}
         elif callable(value) or isinstance(value, type):
-            out[name] = {"kind": "callable"}
+            out[name] = _handle_entry(value)
         else:
-            trial = [budget[0]]
-            out[name] = {"kind": "callable"}
-            if _cheap(value, budget=trial):
-                budget[0] = trial[0]  # only a value reported by value spends the budget
-                try:
-                    out[name] = {"kind": "value", "value": observation.Encoder().encode(value)}
-                except Exception:  # noqa: BLE001
-                    pass
+            enc = observation.Encoder(plain_only=True, max_bytes=left_bytes, max_nodes=left_values,
+                                      max_tensor_elements=CHEAP_ELEMENTS)
+            try:
+                out[name] = {"kind": "value", "value": enc.encode(value)}
+                left_bytes -= enc.spent
+                left_values -= enc.nodes
+            except Exception:  # noqa: BLE001 - not plain data, over the budget, or it breaks when read
+                out[name] = _handle_entry(value)
         if len(out) >= 2000:
             break
     return out
 
 
-def _cheap(value, depth=0, budget=None) -> bool:
-    """Small enough to report by value; ``budget`` (``[elements left]``, shared by every name of
-    one report) keeps the whole report far below a frame header's size (a global of a million
-    floats is reported as a handle, never as 20 MB of JSON)."""
-    if budget is None:
-        budget = [REPORT_ELEMENTS]
-    budget[0] -= 1
-    if budget[0] < 0:
-        return False
-    if value is None or type(value) in (bool, int, float, complex):
-        return True
-    if type(value) is str:
-        budget[0] -= len(value) // 16
-        return len(value) <= 10_000 and budget[0] >= 0
-    torch = sys.modules.get("torch")
-    if torch is not None and type(value) is torch.Tensor:
-        budget[0] -= value.numel()
-        return value.numel() <= CHEAP_ELEMENTS and budget[0] >= 0
-    if type(value) in (list, tuple, set, frozenset) and depth < 3:
-        return len(value) <= 100 and all(_cheap(v, depth + 1, budget) for v in value)
-    if type(value) is dict and depth < 3:
-        return len(value) <= 100 and all(_cheap(k, depth + 1, budget) and _cheap(v, depth + 1, budget)
-                                         for k, v in value.items())
-    return False
+class _Names:
+    """What the judge was told about the namespace; :meth:`changed`: what a call has changed since
+    (a name bound, rebound or deleted, a list or array the judge holds by value changed in place
+    by the student's function), as entries of a names report (``{"kind": "deleted"}`` for a name
+    that is gone)."""
+
+    MUTABLE = (list, dict, set, bytearray)
+
+    def __init__(self, ns, report):
+        self.ns = ns
+        self._remember(report)
+
+    def _remember(self, report):
+        self.ids = {name: id(self.ns.get(name)) for name in report}
+        self.texts = {name: json.dumps(entry["value"]) for name, entry in report.items()
+                      if entry.get("kind") == "value" and self._mutable(self.ns.get(name))}
+
+    def _mutable(self, value):
+        numpy = sys.modules.get("numpy")
+        return isinstance(value, self.MUTABLE) or (numpy is not None and isinstance(value, numpy.ndarray))
+
+    def _names(self):
+        return [n for n in list(self.ns) if type(n) is str and not n.startswith("_") and n not in IPYTHON_NAMES]
+
+    def changed(self) -> dict:
+        from autograder import observation
+
+        current = self._names()
+        changed = {n: self.ns[n] for n in current if n not in self.ids or id(self.ns[n]) != self.ids[n]}
+        for name, text in self.texts.items():
+            if name in changed or name not in self.ns:
+                continue
+            enc = observation.Encoder(plain_only=True, max_bytes=NAMES_BUDGET_BYTES, max_nodes=NAMES_BUDGET_VALUES,
+                                      max_tensor_elements=CHEAP_ELEMENTS)
+            try:
+                now = json.dumps(enc.encode(self.ns[name]))
+            except Exception:  # noqa: BLE001
+                now = None
+            if now != text:
+                changed[name] = self.ns[name]
+        gone = set(self.ids) - set(current)
+        if not changed and not gone:
+            return {}
+        report = names_report(changed)
+        for name in changed:
+            report.setdefault(name, _handle_entry(changed[name]))
+        for name in gone:
+            report[name] = {"kind": "deleted"}
+        self.ids.update({n: id(self.ns[n]) for n in changed})
+        for name in gone:
+            self.ids.pop(name, None)
+            self.texts.pop(name, None)
+        for name, entry in report.items():
+            if entry.get("kind") == "value" and self._mutable(self.ns.get(name)):
+                self.texts[name] = json.dumps(entry["value"])
+            else:
+                self.texts.pop(name, None)
+        return report
+
+
+def _handle_entry(value):
+    from autograder import observation
+
+    return {"kind": "callable", "classes": observation.builtin_classes(type(value)),
+            "type": observation._qualname(type(value))[:200]}
 
 
 # --------------------------------------------------------------------------- helpers

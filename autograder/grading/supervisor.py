@@ -461,7 +461,18 @@ class _Run:
         while True:
             frame, _ = self.j.read(timeout=60)
             if frame.get("ev") == "child-exit":
+                self._log_judge_memory(frame.get("peak_rss_kb"))
                 return
+
+    def _log_judge_memory(self, peak):
+        """``logs/judge-memory.tsv``: task id and the judge's peak resident memory (kB) so far."""
+        if type(peak) is not int:
+            return
+        try:
+            with open(self.sup.log_dir / "judge-memory.tsv", "a") as fh:
+                fh.write(f"{self.task.get('id', '')}\t{peak}\n")
+        except OSError:
+            pass
 
 
 class _Seq:
