@@ -7,8 +7,8 @@
 * nbgrader's own user-guide course (shipped inside the installed nbgrader package:
   docs/source/user_guide, `source/ps1`, `submitted/{bitdiddle,hacker}`) gets nbgrader's
   published autograded totals (its grades.csv: bitdiddle 1.5, hacker 3.0).
-* An assignment whose tests use what the judge cannot run as nbgrader would (IPython magics,
-  AUTOTEST directives) is refused with a message, and nothing is written.
+* A notebook whose tests the judge cannot run as one kernel would (an IPython magic) is graded in
+  one kernel (status in-kernel), exactly as stock; other kernels than Python are refused.
 """
 from __future__ import annotations
 
@@ -124,7 +124,8 @@ def test_user_guide_course_gets_nbgrader_published_totals(tmp_path):
     assert totals == published
 
 
-def test_unsupported_test_cells_are_refused(tmp_path):
+def test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel(tmp_path):
+    """A magic in a test cell: the notebook is graded in one kernel (status in-kernel), exactly as stock."""
     course = tmp_path / "magic"
     shutil.copytree(FIXTURE, course)
     path = course / "instructor" / "hw1" / "hw1.ipynb"
@@ -133,7 +134,26 @@ def test_unsupported_test_cells_are_refused(tmp_path):
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_mean":
             cell.source = "%time mean([1, 2])\n" + cell.source
     nbformat.write(nb, path)
+    stock = tmp_path / "stock"
+    shutil.copytree(course, stock)
+    proc = grade(course, "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = rows(tmp_path / "out" / "grades.csv")
+    assert {r["status"] for r in got} == {"in-kernel"}
+    assert {(r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got} == stock_scores(stock, "hw1")
+    calibration = (tmp_path / "out" / "calibration.txt").read_text()
+    assert "hw1/hw1: in-kernel" in calibration and "test_mean: it is not plain Python" in calibration
+    assert "calibration: hw1/hw1: in-kernel" in proc.stdout
+
+
+def test_other_kernels_and_autotest_are_refused(tmp_path):
+    course = tmp_path / "other"
+    shutil.copytree(FIXTURE, course)
+    path = course / "instructor" / "hw1" / "hw1.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["kernelspec"]["language"] = "R"
+    nbformat.write(nb, path)
     proc = grade(course, "--out", tmp_path / "out")
     assert proc.returncode == 2
-    assert "refusing to grade" in proc.stderr and "test_mean" in proc.stderr and "magics" in proc.stderr
+    assert "refusing to grade" in proc.stderr and "kernel language is 'r'" in proc.stderr
     assert not (tmp_path / "out" / "grades.csv").exists()

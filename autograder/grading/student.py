@@ -116,14 +116,22 @@ def main_line(task, shell, restorer, config, namespace_helper):
         item = items[i]
         if item[0] == "cell":
             i += 1
-            _, index, source = item
+            index, source = item[1], item[2]
+            in_kernel = len(item) > 3  # a test cell run in this process (calibrate.py: nbgrader's one kernel)
             _redirect(_fresh(os.path.join(outdir, f"cell-{index}.txt")))
+            if in_kernel:  # its stderr apart: nbgrader scores a test cell that wrote to stderr 0
+                err = _fresh(os.path.join(outdir, f"cell-{index}.err"), read=True)
+                os.dup2(err, 2)
+                os.close(err)
             send({"c": index, "e": "start"})
             error = kind = None
             exc = None
+            outcome = {}
             try:
                 result = shell.run_cell(source, store_history=False)
                 exc = result.error_before_exec or result.error_in_exec
+                if in_kernel and exc is None:
+                    outcome = kernel_outcome(shell, source, result)
             except KeyboardInterrupt:
                 error, kind = "KeyboardInterrupt", "interrupted"
             except BaseException as caught:  # noqa: BLE001 - a student cell cannot stop the grading
@@ -133,7 +141,9 @@ def main_line(task, shell, restorer, config, namespace_helper):
             if exc is not None:
                 error, kind = describe_error(exc)
             _flush()
-            send({"c": index, "e": "end", "error": error, "kind": kind})
+            if in_kernel:
+                outcome["stderr"] = _written(2)
+            send(dict(outcome, c=index, e="end", error=error, kind=kind))
         else:
             ks = []
             while i < len(items) and items[i][0] == "test":
@@ -320,6 +330,37 @@ def _cheap(value, depth=0) -> bool:
     if type(value) is dict and depth < 3:
         return len(value) <= 100 and all(_cheap(k, depth + 1) and _cheap(v, depth + 1) for k, v in value.items())
     return False
+
+
+# --------------------------------------------------------------------------- in-kernel tests
+
+VALUE_KEEP = 1_000
+
+
+def kernel_outcome(shell, source, result) -> dict:
+    """What nbgrader reads from a test cell run in the kernel: the ``text/plain`` of its
+    ``execute_result`` (its partial credit), if the cell displayed one. Untrusted data for the host."""
+    value = getattr(result, "result", None)
+    if value is None:
+        return {}
+    try:
+        from IPython.core.displayhook import DisplayHook
+
+        if DisplayHook.semicolon_at_end_of_expression(shell.transform_cell(source)):
+            return {}
+        text = shell.display_formatter.format(value, include=("text/plain",))[0].get("text/plain")
+    except BaseException:  # noqa: BLE001 - the cell's value could not be shown: the kernel shows no result
+        return {}
+    if not isinstance(text, str):
+        return {}
+    return {"value": text[:VALUE_KEEP] + ("..." if len(text) > VALUE_KEEP else "")}
+
+
+def _written(fd) -> bool:
+    try:
+        return os.fstat(fd).st_size > 0
+    except OSError:
+        return False
 
 
 # --------------------------------------------------------------------------- helpers
