@@ -24,7 +24,17 @@ import pytest
 
 import nbgrader
 
-FIXTURE = Path(__file__).parent / "fixtures" / "courses" / "stats101"
+COURSES = Path(__file__).parent / "fixtures" / "courses"
+FIXTURE = COURSES / "stats101"
+# courses written as their instructors would, not around this grader (make_<name>.py rebuilds each):
+# name -> (assignment, each student's total under stock nbgrader, rows whose status is not ok/in-kernel)
+THIRD_PARTY = {
+    "phys210": ("ps01", {"ada": 13, "ben": 4, "cai": 0, "dee": 0, "eli": 13, "fay": 10}, {}),
+    # bo's countdown returns a list: the hidden laziness test builds a list of 10**12 ints (MemoryError,
+    # stock nbgrader scores 0 too)
+    "cs101": ("lab04", {"ana": 15, "bo": 8, "chen": 4, "dan": 1, "eve": 14, "finn": 12, "gil": 11},
+              {("bo", "test_countdown_lazy"): "memory-limit"}),
+}
 USER_GUIDE = Path(nbgrader.__file__).parent / "docs" / "source" / "user_guide"
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
 # nbgrader runs `alembic` from PATH: this environment's first
@@ -106,6 +116,32 @@ def test_third_party_course_gets_exactly_nbgrader_autograde_scores(stats101):
     # written where the course's config says
     assert (stats101["ours"] / "marked" / "alice" / "hw1" / "hw1.ipynb").exists()
     assert (stats101["ours"] / "gradebook.db").exists()
+
+
+@pytest.mark.parametrize("name", sorted(THIRD_PARTY))
+def test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scores(name, tmp_path):
+    """phys210: numpy arrays, np.testing, a matplotlib Axes returned, partial credit, a warning on stderr;
+    cs101: classes and instances, generators, closures, a helper a test cell defines and a later answer uses,
+    `globals()`, printed output captured, a magic. Every cell's score is stock nbgrader's; the notebooks
+    whose tests the judge cannot run as one kernel would are graded in one kernel (calibration.txt)."""
+    assignment, totals, other_status = THIRD_PARTY[name]
+    stock, ours = tmp_path / "stock", tmp_path / "ours"
+    shutil.copytree(COURSES / name, stock)
+    shutil.copytree(COURSES / name, ours)
+    proc = grade(ours, "--out", ours / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = rows(ours / "out" / "grades.csv")
+    expected = stock_scores(stock, assignment)
+    assert {(r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got} == expected
+    for r in got:
+        assert r["status"] == other_status.get((r["student"], r["grade_id"]), r["status"])
+        assert r["status"] in ("ok", "in-kernel") or (r["student"], r["grade_id"]) in other_status, r
+    got_totals = {}
+    for r in got:
+        got_totals[r["student"]] = got_totals.get(r["student"], 0) + float(r["score"])
+    assert got_totals == totals
+    calibration = (ours / "out" / "calibration.txt").read_text()
+    assert f"{assignment}/" in calibration and "calibration:" in proc.stdout
 
 
 def test_user_guide_course_gets_nbgrader_published_totals(tmp_path):
