@@ -130,7 +130,8 @@ def _verdict(test, c) -> dict:
         score = test.points
     score = float(score)
     if error is not None:
-        return {"passed": False, "error": error.split(":")[0][:200], "message": error[:1500], "output": output}
+        return {"passed": False, "error": error.split(":")[0][:200], "message": error[:1500].rstrip().rstrip(":"),
+                "output": output}
     if c.get("stderr") is True and score == 0:
         return {"passed": False, "error": "", "output": output,
                 "message": "the test wrote to stderr (nbgrader scores that as a failure)"}
@@ -143,7 +144,8 @@ class Calibration:
     def __init__(self, course):
         self.course = course
         self.modes: dict = {}  # (assignment, notebook) -> NotebookMode
-        self.seconds = 0.0
+        self.seconds = 0.0        # wall time of calibrating (includes waiting for the sandboxes to start)
+        self.grading = []         # per round, the source notebooks' grading time in the sandboxes, summed
 
     # -- what the grading pipeline asks ---------------------------------------------
     def mode(self, sub) -> str:
@@ -189,6 +191,9 @@ class Calibration:
         from .config import judge_cannot_run
 
         started = time.monotonic()
+        # calibration asks "does the judge grade the solution right?", not "is it fast enough?": a tight
+        # --wall-limit or --timeout for the class must not send a notebook to one kernel
+        limits = dict(limits, wall=max(float(limits["wall"]), 600.0), timeout=max(float(limits["timeout"]), 120.0))
         first = []
         for a in assignments:
             for nb in self.course.notebooks(a):
@@ -227,6 +232,7 @@ class Calibration:
         run([(s.key, self.task(s, limits, imports)) for s in subs],
             lambda key, result, error: got.__setitem__(key, (result, error)))
         out = []
+        self.grading.append(sum((r[0] or {}).get("seconds", 0.0) for r in got.values()))
         for key, sub in by_key.items():
             result, error = got.get(key, (None, "no result"))
             out.append((sub, self.rows_for(sub, self.result(sub, result), error)))

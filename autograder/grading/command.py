@@ -223,7 +223,9 @@ def _calibrate(course, assignments, args, pool, options, limits, imports, out):
     calibration = Calibration(course).calibrate(assignments, run_tasks, limits, imports)
     lines = calibration.lines()
     (out / "calibration.txt").write_text(
-        f"calibration on the source notebooks ({calibration.seconds:.1f} s): which test cells the judge grades, "
+        f"calibration on the source notebooks ({calibration.seconds:.1f} s with the sandboxes' start; grading the "
+        f"sources: {' + '.join(f'{x:.1f}' for x in calibration.grading) or '0'} s of sandbox time): which test cells "
+        "the judge grades, "
         "which are graded in one kernel (status in-kernel), which are refused\n" + "".join(f"{x}\n" for x in lines))
     for line in lines:
         print(f"calibration: {line}")
