@@ -27,6 +27,8 @@ and the pipeline steps around them (like nbgrader's preprocessors):
 * :mod:`.gradebook` - scores into nbgrader's gradebook, autograded notebooks for formgrader;
 * :mod:`.feedback`  - one HTML page per student and assignment, without hidden test source;
 * :mod:`.report`    - ``grades.csv``, the progress bar and the summary;
+* :mod:`.calibrate` - grades each source notebook first: the judge grades a notebook only if the
+  solution gets full marks there; otherwise the notebook is graded in one kernel (``in-kernel``);
 * :mod:`.command`   - the command line (``autograder grade``).
 
 Every graded test cell of every submission gets one row with one of these statuses:

@@ -11,8 +11,13 @@ the zygote tells the main line to go on:
 * ``call`` - perform one call into student code (:func:`autograder.remote.serve_call`) and
   reply with the observation.
 
+A notebook graded in one kernel (:mod:`.calibrate`) has no test processes: its test cells come as
+cells (``["cell", i, source, "test"]``) and run in the main line like nbgrader's kernel runs them;
+what they displayed, raised and wrote to stderr is reported on ``CTL_FD`` for the host to score.
+
 Nothing here is trusted: the judge treats every reply as data to check. This module holds
-no test, no expected value and no secret; the instructor's tests never enter the sandbox.
+no test, no expected value and no secret; the instructor's tests never enter the sandbox, except
+those of a notebook graded in one kernel (:mod:`.calibrate`, status ``in-kernel``: as under stock nbgrader).
 
 Descriptors of a student process: 0 /dev/null, 1 and 2 output files, ``CTL_FD`` events to the
 zygote (JSON lines), ``CMD_FD`` one-byte commands from the zygote, ``REQ_FD`` / ``REP_FD``
