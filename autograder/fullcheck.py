@@ -187,7 +187,8 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
 
     Raises :class:`SelfCheckError` when it cannot run at all (no solutions/, no sandbox, a
     notebook that is not an exercise)."""
-    from .grading import feedback, report
+    from .grading import feedback
+    from .grading.calibrate import Calibration
     from .grading.sandbox import WorkerFailure, parse_size
     from .grading.scheduler import LocalPool
 
@@ -200,16 +201,26 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
     results = {}
     with tempfile.TemporaryDirectory(prefix="autograder-check-") as logs:
         options = {"preload": imports, "sandbox": True, "memory_limit": parse_size(MEMORY_LIMIT), "log_dir": logs}
-        tasks = [(str(i), sub.task(limits, imports)) for i, (sub, _) in enumerate(subs)]
-        tasks = [(key, dict(task, id=key)) for key, task in tasks]
-        try:
-            LocalPool(1, options).run(tasks, lambda key, result, error: results.__setitem__(key, (result, error)))
+        pool = LocalPool(1, options)
+        try:  # the source first, as `autograder grade` (calibrate.py): judge, one kernel, or refused
+            calibration = Calibration(course).calibrate(
+                sorted({sub.assignment for sub, _ in subs}), lambda t, cb: pool.run(t, cb, final=False),
+                limits, imports)
+            refused = calibration.refused
+            tasks = [(str(i), calibration.task(sub, limits, imports)) for i, (sub, _) in enumerate(subs)
+                     if sub.assignment not in refused]
+            tasks = [(key, dict(task, id=key)) for key, task in tasks]
+            pool.run(tasks, lambda key, result, error: results.__setitem__(key, (result, error)))  # (and stop)
         except WorkerFailure as exc:
             raise SelfCheckError(f"the grading sandbox could not start:\n{exc}") from None
+    if refused:
+        raise SelfCheckError("the grader cannot grade this exercise as nbgrader would:\n" + "\n".join(
+            f"  {a}: {p}" for a, problems in refused.items() for p in problems))
     reports = []
     for i, (sub, nb) in enumerate(subs):
         result, error = results.get(str(i), (None, "no result"))
-        rows = report.rows_for(sub, result, error)
+        result = calibration.result(sub, result)
+        rows = calibration.rows_for(sub, result, error)
         notes = feedback._cell_notes(sub, result)
         if _stubbed(nb):  # the stubs' own NotImplementedError is reported as TODO
             notes = [n for n in notes if not n.rstrip().endswith("raised: NotImplementedError:")]
@@ -233,12 +244,12 @@ def _report(sub, nb, rows, result, notes) -> FullReport:
     functions: dict = {name: [] for name in names}
     for row in rows:
         key = owner(row.grade_id, names) or row.grade_id
-        passed = row.status == "ok" and row.score >= row.max_score
+        passed = row.status in ("ok", "in-kernel") and row.score >= row.max_score
         message = row.message or ""
         for prefix in ("CheckFailure: ", "AssertionError: "):  # the check's message says it all
             if message.startswith(prefix):
                 message = message[len(prefix):]
-        if row.status != "ok":
+        if row.status not in ("ok", "in-kernel"):
             from .grading import STATUSES
 
             message = f"{row.status}: {message or STATUSES.get(row.status, '')}"
@@ -246,7 +257,7 @@ def _report(sub, nb, rows, result, notes) -> FullReport:
             message = (message + "\n" if message else "") + "partial credit"
         if passed:
             status = PASS
-        elif key in stubs and row.status == "ok" and "NotImplementedError" in (message or ""):
+        elif key in stubs and row.status in ("ok", "in-kernel") and "NotImplementedError" in (message or ""):
             status = TODO
         else:
             status = FAIL

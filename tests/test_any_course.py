@@ -7,8 +7,8 @@
 * nbgrader's own user-guide course (shipped inside the installed nbgrader package:
   docs/source/user_guide, `source/ps1`, `submitted/{bitdiddle,hacker}`) gets nbgrader's
   published autograded totals (its grades.csv: bitdiddle 1.5, hacker 3.0).
-* An assignment whose tests use what the judge cannot run as nbgrader would (IPython magics,
-  AUTOTEST directives) is refused with a message, and nothing is written.
+* A notebook whose tests the judge cannot run as one kernel would (an IPython magic) is graded in
+  one kernel (status in-kernel), exactly as stock; other kernels than Python are refused.
 """
 from __future__ import annotations
 
@@ -24,7 +24,17 @@ import pytest
 
 import nbgrader
 
-FIXTURE = Path(__file__).parent / "fixtures" / "courses" / "stats101"
+COURSES = Path(__file__).parent / "fixtures" / "courses"
+FIXTURE = COURSES / "stats101"
+# courses written as their instructors would, not around this grader (make_<name>.py rebuilds each):
+# name -> (assignment, each student's total under stock nbgrader, rows whose status is not ok/in-kernel)
+THIRD_PARTY = {
+    "phys210": ("ps01", {"ada": 14, "ben": 5, "cai": 0, "dee": 0, "eli": 14, "fay": 11}, {}),
+    # bo's countdown returns a list: the hidden laziness test builds a list of 10**12 ints (MemoryError,
+    # stock nbgrader scores 0 too)
+    "cs101": ("lab04", {"ana": 15, "bo": 8, "chen": 4, "dan": 1, "eve": 14, "finn": 12, "gil": 11},
+              {("bo", "test_countdown_lazy"): "memory-limit"}),
+}
 USER_GUIDE = Path(nbgrader.__file__).parent / "docs" / "source" / "user_guide"
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
 # nbgrader runs `alembic` from PATH: this environment's first
@@ -108,6 +118,32 @@ def test_third_party_course_gets_exactly_nbgrader_autograde_scores(stats101):
     assert (stats101["ours"] / "gradebook.db").exists()
 
 
+@pytest.mark.parametrize("name", sorted(THIRD_PARTY))
+def test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scores(name, tmp_path):
+    """phys210: numpy arrays, np.testing, a matplotlib Axes returned, partial credit, a warning on stderr;
+    cs101: classes and instances, generators, closures, a helper a test cell defines and a later answer uses,
+    `globals()`, printed output captured, a magic. Every cell's score is stock nbgrader's; the notebooks
+    whose tests the judge cannot run as one kernel would are graded in one kernel (calibration.txt)."""
+    assignment, totals, other_status = THIRD_PARTY[name]
+    stock, ours = tmp_path / "stock", tmp_path / "ours"
+    shutil.copytree(COURSES / name, stock)
+    shutil.copytree(COURSES / name, ours)
+    proc = grade(ours, "--out", ours / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = rows(ours / "out" / "grades.csv")
+    expected = stock_scores(stock, assignment)
+    assert {(r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got} == expected
+    for r in got:
+        assert r["status"] == other_status.get((r["student"], r["grade_id"]), r["status"])
+        assert r["status"] in ("ok", "in-kernel") or (r["student"], r["grade_id"]) in other_status, r
+    got_totals = {}
+    for r in got:
+        got_totals[r["student"]] = got_totals.get(r["student"], 0) + float(r["score"])
+    assert got_totals == totals
+    calibration = (ours / "out" / "calibration.txt").read_text()
+    assert f"{assignment}/" in calibration and "calibration:" in proc.stdout
+
+
 def test_user_guide_course_gets_nbgrader_published_totals(tmp_path):
     course = tmp_path / "user_guide"
     shutil.copytree(USER_GUIDE / "source", course / "source")
@@ -124,7 +160,8 @@ def test_user_guide_course_gets_nbgrader_published_totals(tmp_path):
     assert totals == published
 
 
-def test_unsupported_test_cells_are_refused(tmp_path):
+def test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel(tmp_path):
+    """A magic in a test cell: the notebook is graded in one kernel (status in-kernel), exactly as stock."""
     course = tmp_path / "magic"
     shutil.copytree(FIXTURE, course)
     path = course / "instructor" / "hw1" / "hw1.ipynb"
@@ -132,16 +169,35 @@ def test_unsupported_test_cells_are_refused(tmp_path):
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_mean":
             cell.source = "%time mean([1, 2])\n" + cell.source
+    nbformat.write(nb, path)
+    stock = tmp_path / "stock"
+    shutil.copytree(course, stock)
+    proc = grade(course, "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = rows(tmp_path / "out" / "grades.csv")
+    assert {r["status"] for r in got} == {"in-kernel"}
+    assert {(r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got} == stock_scores(stock, "hw1")
+    calibration = (tmp_path / "out" / "calibration.txt").read_text()
+    assert "hw1/hw1: in-kernel" in calibration and "test_mean: it is not plain Python" in calibration
+    assert "calibration: hw1/hw1: in-kernel" in proc.stdout
+
+
+def test_other_kernels_and_autotest_are_refused(tmp_path):
+    course = tmp_path / "other"
+    shutil.copytree(FIXTURE, course)
     # refusals are per assignment: hw2 (hw1 as it was) is graded, hw1 refused, the exit status says so
     shutil.copytree(FIXTURE / "instructor" / "hw1", course / "instructor" / "hw2")
     (course / "instructor" / "hw2" / "hw1.ipynb").rename(course / "instructor" / "hw2" / "hw2.ipynb")
     for student in (course / "inbox").iterdir():
         shutil.copytree(student / "hw1", student / "hw2")
         (student / "hw2" / "hw1.ipynb").rename(student / "hw2" / "hw2.ipynb")
+    path = course / "instructor" / "hw1" / "hw1.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["kernelspec"]["language"] = "R"
     nbformat.write(nb, path)
     proc = grade(course, "--out", tmp_path / "out")
     assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert "refusing to grade" in proc.stderr and "test_mean" in proc.stderr and "magics" in proc.stderr
+    assert "refusing to grade" in proc.stderr and "kernel language is 'r'" in proc.stderr
     assert "1 assignment(s) refused, not graded: hw1" in proc.stderr
     got = rows(tmp_path / "out" / "grades.csv")
     assert got and {r["assignment"] for r in got} == {"hw2"} and {r["status"] for r in got} == {"ok"}

@@ -27,6 +27,8 @@ and the pipeline steps around them (like nbgrader's preprocessors):
 * :mod:`.gradebook` - scores into nbgrader's gradebook, autograded notebooks for formgrader;
 * :mod:`.feedback`  - one HTML page per student and assignment, without hidden test source;
 * :mod:`.report`    - ``grades.csv``, the progress bar and the summary;
+* :mod:`.calibrate` - grades each source notebook first: the judge grades a notebook only if the
+  solution gets full marks there; otherwise the notebook is graded in one kernel (``in-kernel``);
 * :mod:`.command`   - the command line (``autograder grade``).
 
 Every graded test cell of every submission gets one row with one of these statuses:
@@ -35,6 +37,9 @@ Every graded test cell of every submission gets one row with one of these status
 STATUSES = {
     "ok": "the test ran; the score is its result (full points, nbgrader's partial credit, or 0 "
           "if it raised or wrote to stderr)",
+    "in-kernel": "graded as stock nbgrader grades it, in one process with the student's code (a notebook "
+                 "whose tests the judge cannot run as one kernel would: see calibration.txt); the score is as "
+                 "trustworthy as stock nbgrader's",
     "timeout": "the test, or a cell before it, ran past the time limit (it was killed); score 0",
     "kernel-died": "the process running the test, or the student's cells before it, exited or "
                    "crashed (os._exit, a fatal signal); score 0",

@@ -117,13 +117,16 @@ def run(args) -> int:
             subs = [s for s in subs if s.assignment in args.assignment]
         refused = {a: course.unsupported(a) for a in sorted({s.assignment for s in subs})}
         refused = {a: p for a, p in refused.items() if p}
+        calibration = _calibrate(course, sorted({s.assignment for s in subs} - set(refused)), args, pool,
+                                 options, limits, imports, out)
+        refused.update(calibration.refused)
         if refused:  # per assignment: the others are graded, and the exit status says so
             print("autograder grade: refusing to grade, nothing was written for them: these assignments use what "
                   "this grader cannot run the way nbgrader would (grade them with `nbgrader autograde`, or leave "
                   "them out with --assignment):\n" + "\n".join(
                       f"  {a}: {p}" for a, problems in refused.items() for p in problems), file=sys.stderr)
             subs = [s for s in subs if s.assignment not in refused]
-    except (SandboxError, FileNotFoundError, ValueError) as exc:
+    except (SandboxError, FileNotFoundError, ValueError, WorkerFailure) as exc:
         print(f"autograder grade: {exc}", file=sys.stderr)
         return 2
     from . import feedback, report
@@ -144,7 +147,8 @@ def run(args) -> int:
 
     def finish(sub, result, error):
         try:
-            rows = report.rows_for(sub, result, error)
+            result = calibration.result(sub, result)
+            rows = calibration.rows_for(sub, result, error)
         except Exception:  # noqa: BLE001 - a result the grader cannot read is its own failure
             import traceback
 
@@ -167,7 +171,7 @@ def run(args) -> int:
     for sub in subs:
         if sub.status:
             finish(sub, None, None)
-    tasks = [(s.key, s.task(limits, imports)) for s in subs if not s.status]
+    tasks = [(s.key, calibration.task(s, limits, imports)) for s in subs if not s.status]
     try:
         if tasks:
             if args.scheduler:
@@ -210,3 +214,30 @@ def run(args) -> int:
               file=sys.stderr)
         return 4
     return 0
+
+
+def _calibrate(course, assignments, args, pool, options, limits, imports, out):
+    """Grade each assignment's source first (:mod:`.calibrate`): which notebooks the judge grades,
+    which are graded in one kernel, which are refused. Printed once per assignment and written to
+    ``OUT/calibration.txt``."""
+    from .calibrate import Calibration
+
+    if args.scheduler:
+        from .scheduler import run_dask
+
+        def run_tasks(tasks, on_result):
+            run_dask(args.scheduler, tasks, on_result, options)
+    else:
+        def run_tasks(tasks, on_result):
+            pool.run(tasks, on_result, final=False)
+
+    calibration = Calibration(course).calibrate(assignments, run_tasks, limits, imports)
+    lines = calibration.lines()
+    (out / "calibration.txt").write_text(
+        f"calibration on the source notebooks ({calibration.seconds:.1f} s with the sandboxes' start; grading the "
+        f"sources: {' + '.join(f'{x:.1f}' for x in calibration.grading) or '0'} s of sandbox time): which test cells "
+        "the judge grades, "
+        "which are graded in one kernel (status in-kernel), which are refused\n" + "".join(f"{x}\n" for x in lines))
+    for line in lines:
+        print(f"calibration: {line}")
+    return calibration

@@ -117,21 +117,30 @@ def load(root) -> CourseConfig:
 def unsupported(source_nb) -> list[str]:
     """Why the grader cannot grade this source notebook as nbgrader would (empty: it can).
 
-    ``source_nb`` is a :class:`~autograder.grading.collect.SourceNotebook`."""
+    ``source_nb`` is a :class:`~autograder.grading.collect.SourceNotebook`. Test cells the judge
+    cannot run (:func:`judge_cannot_run`) are not refused: they are graded in one kernel
+    (:mod:`.calibrate`)."""
     problems = []
     language = source_nb.language
     if language and language != "python":
         problems.append(f"the notebook's kernel language is {language!r}: only Python notebooks are graded")
     for test in source_nb.tests:
-        where = f"test cell {test.grade_id!r}"
         if "AUTOTEST" in test.source:
-            problems.append(f"{where} uses nbgrader's AUTOTEST directives (generated tests)")
-            continue
+            problems.append(f"test cell {test.grade_id!r} uses nbgrader's AUTOTEST directives (tests generated "
+                            "by `nbgrader generate_assignment`, which this grader does not instantiate)")
+    return problems
+
+
+def judge_cannot_run(source_nb) -> dict[str, str]:
+    """``{grade_id: why}``: test cells the judge cannot run as one kernel would (they talk to the
+    kernel or to the notebook's namespace); :mod:`.calibrate` grades their notebook in one kernel."""
+    problems = {}
+    for test in source_nb.tests:
         try:
             tree = ast.parse(test.source)
         except SyntaxError:
-            problems.append(f"{where} is not plain Python (IPython magics %, %% or ! commands?): the judge "
-                            "runs test cells as Python, outside a Jupyter kernel")
+            problems[test.grade_id] = ("it is not plain Python (IPython magics %, %% or ! commands?): the judge "
+                                       "runs test cells as Python, outside a Jupyter kernel")
             continue
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         for name, why in (("get_ipython", "talks to the Jupyter kernel"), ("display", "uses IPython's display"),
@@ -139,5 +148,6 @@ def unsupported(source_nb) -> list[str]:
                           ("exec", "executes code strings in the student's namespace"),
                           ("eval", "evaluates code strings in the student's namespace")):
             if name in names:
-                problems.append(f"{where} calls {name}() ({why}), which the judge cannot reproduce")
+                problems[test.grade_id] = f"it calls {name}() ({why}), which the judge cannot reproduce"
+                break
     return problems

@@ -23,6 +23,7 @@ from pathlib import Path
 
 FIELDS = ["student", "assignment", "notebook", "grade_id", "score", "max_score", "status"]
 
+GRADED = ("ok", "in-kernel")  # a test that ran to its end (in the judge, or in one kernel: calibrate.py)
 LIMIT_CELL_STATUSES = {"timeout": "timeout", "memory-limit": "memory-limit", "output-limit": "output-limit"}
 
 
@@ -157,7 +158,7 @@ def review_lines(rows) -> list[str]:
     """One line per notebook with a status other than ok: what happened, for a human look."""
     notebooks: dict = {}
     for r in rows:
-        if r.status != "ok":
+        if r.status not in GRADED:
             notebooks.setdefault((r.student, r.assignment, r.notebook), []).append(r)
     lines = []
     for (student, assignment, notebook), rs in sorted(notebooks.items()):
@@ -193,7 +194,7 @@ def summary(rows, seconds: float, jobs_text: str) -> str:
         pct = f" ({100 * mean / mean_max:.0f}%)" if mean_max else ""
         lines.append(f"mean score {mean:.2f} / {mean_max:.2f}{pct}; {seconds / n:.2f} s per notebook")
     lines.append("test cells by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
-    flagged = sorted({(r.student, r.assignment, r.notebook, r.status) for r in rows if r.status != "ok"})
+    flagged = sorted({(r.student, r.assignment, r.notebook, r.status) for r in rows if r.status not in GRADED})
     if flagged:
         notebooks: dict = {}
         for s, a, nb, st in flagged:

@@ -39,13 +39,15 @@ class LocalPool:
             t.start()
         return self
 
-    def run(self, tasks, on_result):
+    def run(self, tasks, on_result, final=True):
+        """Grade ``tasks``; with ``final=False`` the sandboxes stay up for another call (calibration)."""
         if not self.threads:
             self.start(len(tasks))
         for key, task in tasks:
             self.work.put((key, task))
-        for _ in self.threads:
-            self.work.put(None)
+        if final:
+            for _ in self.threads:
+                self.work.put(None)
         remaining = len(tasks)
         failures = 0
         while remaining:
@@ -57,8 +59,9 @@ class LocalPool:
                 continue
             on_result(key, result, error)
             remaining -= 1
-        for t in self.threads:
-            t.join()
+        if final:
+            for t in self.threads:
+                t.join()
 
     def _worker(self):
         worker = None

@@ -11,8 +11,13 @@ the zygote tells the main line to go on:
 * ``call`` - perform one call into student code (:func:`autograder.remote.serve_call`) and
   reply with the observation.
 
+A notebook graded in one kernel (:mod:`.calibrate`) has no test processes: its test cells come as
+cells (``["cell", i, source, "test"]``) and run in the main line like nbgrader's kernel runs them;
+what they displayed, raised and wrote to stderr is reported on ``CTL_FD`` for the host to score.
+
 Nothing here is trusted: the judge treats every reply as data to check. This module holds
-no test, no expected value and no secret; the instructor's tests never enter the sandbox.
+no test, no expected value and no secret; the instructor's tests never enter the sandbox, except
+those of a notebook graded in one kernel (:mod:`.calibrate`, status ``in-kernel``: as under stock nbgrader).
 
 Descriptors of a student process: 0 /dev/null, 1 and 2 output files, ``CTL_FD`` events to the
 zygote (JSON lines), ``CMD_FD`` one-byte commands from the zygote, ``REQ_FD`` / ``REP_FD``
@@ -116,14 +121,22 @@ def main_line(task, shell, restorer, config, namespace_helper):
         item = items[i]
         if item[0] == "cell":
             i += 1
-            _, index, source = item
+            index, source = item[1], item[2]
+            in_kernel = len(item) > 3  # a test cell run in this process (calibrate.py: nbgrader's one kernel)
             _redirect(_fresh(os.path.join(outdir, f"cell-{index}.txt")))
+            if in_kernel:  # its stderr apart: nbgrader scores a test cell that wrote to stderr 0
+                err = _fresh(os.path.join(outdir, f"cell-{index}.err"), read=True)
+                os.dup2(err, 2)
+                os.close(err)
             send({"c": index, "e": "start"})
             error = kind = None
             exc = None
+            outcome = {}
             try:
                 result = shell.run_cell(source, store_history=False)
                 exc = result.error_before_exec or result.error_in_exec
+                if in_kernel and exc is None:
+                    outcome = kernel_outcome(shell, source, result)
             except KeyboardInterrupt:
                 error, kind = "KeyboardInterrupt", "interrupted"
             except BaseException as caught:  # noqa: BLE001 - a student cell cannot stop the grading
@@ -133,7 +146,9 @@ def main_line(task, shell, restorer, config, namespace_helper):
             if exc is not None:
                 error, kind = describe_error(exc)
             _flush()
-            send({"c": index, "e": "end", "error": error, "kind": kind})
+            if in_kernel:
+                outcome["stderr"] = _written(2)
+            send(dict(outcome, c=index, e="end", error=error, kind=kind))
         else:
             ks = []
             while i < len(items) and items[i][0] == "test":
@@ -383,6 +398,37 @@ def _handle_entry(value):
 
     return {"kind": "callable", "classes": observation.builtin_classes(type(value)),
             "type": observation._qualname(type(value))[:200]}
+
+
+# --------------------------------------------------------------------------- in-kernel tests
+
+VALUE_KEEP = 1_000
+
+
+def kernel_outcome(shell, source, result) -> dict:
+    """What nbgrader reads from a test cell run in the kernel: the ``text/plain`` of its
+    ``execute_result`` (its partial credit), if the cell displayed one. Untrusted data for the host."""
+    value = getattr(result, "result", None)
+    if value is None:
+        return {}
+    try:
+        from IPython.core.displayhook import DisplayHook
+
+        if DisplayHook.semicolon_at_end_of_expression(shell.transform_cell(source)):
+            return {}
+        text = shell.display_formatter.format(value, include=("text/plain",))[0].get("text/plain")
+    except BaseException:  # noqa: BLE001 - the cell's value could not be shown: the kernel shows no result
+        return {}
+    if not isinstance(text, str):
+        return {}
+    return {"value": text[:VALUE_KEEP] + ("..." if len(text) > VALUE_KEEP else "")}
+
+
+def _written(fd) -> bool:
+    try:
+        return os.fstat(fd).st_size > 0
+    except OSError:
+        return False
 
 
 # --------------------------------------------------------------------------- helpers

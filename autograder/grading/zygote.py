@@ -609,6 +609,10 @@ class Session:
                     cell["error"] = msg["error"][:student.MESSAGE_KEEP]
                 if msg.get("kind") in ("memory", "interrupted", "error"):
                     cell["kind"] = msg["kind"]
+                if isinstance(msg.get("value"), str):  # a test cell run in-kernel (calibrate.py): bounded
+                    cell["value"] = msg["value"][:student.VALUE_KEEP + 3]
+                if msg.get("stderr") is True:
+                    cell["stderr"] = True
                 cell["seconds"] = round(now - cell.get("start", now), 3)
                 if "status" not in cell and self._over(f"cell-{c}.txt"):
                     cell["status"] = "output-limit"
@@ -641,7 +645,8 @@ class Session:
                 else:
                     status = "ok"
             cells.append({"index": i, "status": status, "error": c.get("error"), "output": out,
-                          "output_bytes": size, "seconds": c.get("seconds")})
+                          "output_bytes": size, "seconds": c.get("seconds"),
+                          **{k: c[k] for k in ("value", "stderr") if k in c}})
         return {"cells": cells, "main": self.main or "completed", "garbled": self.garbled}
 
 
