@@ -17,14 +17,20 @@ Two ways to call, the same in both settings:
 * ``modifies_in_place(fn, x)`` - the value (plain data under the grader), or the exception
   re-raised (the test's own exception object when the student code re-raised what it got);
 * ``observe(fn, *args)`` - an :class:`Outcome`: ``.value``, ``.error``, ``.after(obj)`` (what
-  the call did to an argument), ``.stdout`` / ``.stderr``. ``fn`` may be a function defined in
-  the test (a *probe*: it runs where the student's code runs and may use the student's names);
-  use one for anything that needs the autograd graph of what student code returned.
+  the call did to an argument), ``.stdout`` / ``.stderr``. ``fn`` may be a *probe* of
+  :mod:`autograder.probes` (it runs where the student's code runs, on the student's objects
+  passed as arguments); use one for anything that needs the autograd graph of what student code
+  returned.
 
 Rules a test author follows (the honest-parity test checks them): a call gets copies of its
 arguments made at call time, so state that several calls share goes into one probe; what
-crosses to the student's process is the call's arguments, including the code of functions
-passed as arguments with the globals they use - never expected values, never the checks.
+crosses to the student's process is the call's arguments as data - tensors, numbers, modules,
+the student's own objects, and functions or classes of an importable module by reference
+(:mod:`autograder.probes` has functions as data: ``fn(T.add_(1))`` for ``lambda t: t.add_(1)``).
+Never code, never expected values, never the checks; nothing by a name: a test that rebinds a
+name the student's notebook also defines keeps its object in the judge. A function, lambda or
+class defined in a test cell passed into student code raises :class:`UnsupportedTest` (a grader
+limitation: calibration grades that notebook in one kernel).
 """
 from __future__ import annotations
 
@@ -445,26 +451,94 @@ def _report(error):
 
 
 def _dumps(obj) -> bytes:
-    """cloudpickle, keeping what plain pickling of a tensor drops (its ``.grad``)."""
-    import io
+    """The call, pickled for the student's process - data only, and names.
 
-    import cloudpickle
-
+    What crosses: plain data, tensors (a leaf's ``.grad`` kept), ``nn.Module``\ s and optimizers
+    of library classes or of :mod:`autograder.probes`, exceptions, call recorders, the student's
+    own objects (a :class:`Remote` travels as its path), and functions and classes of an
+    importable module **by reference** (``torch.relu``, ``operator.setitem``, the building blocks
+    of :mod:`autograder.probes`: a module name and a qualified name, resolved there). Never code:
+    a function, lambda or class defined in a test cell (its code object would carry the hidden
+    test's constants, docstrings and file name into the student's process) raises
+    :class:`UnsupportedTest` - a grader limitation, not the student's: calibration then grades the
+    notebook in one kernel."""
     torch = sys.modules.get("torch")
+    tensor_types = (torch.Tensor, torch.nn.Parameter) if torch is not None else ()
 
-    class Pickler(cloudpickle.Pickler):
+    class Pickler(pickle.Pickler):
         def reducer_override(self, o):
-            if type(o) is Remote:  # (before cloudpickle asks it what it is: each question a request)
+            t = type(o)
+            if t is Remote:  # (before pickle asks it what it is: each question a request)
                 return _student_value, (o._path,)
-            if torch is not None and type(o) in (torch.Tensor, torch.nn.Parameter) and \
-                    (o.requires_grad or o.grad is not None):
+            if t in tensor_types and (o.requires_grad or o.grad is not None):
                 grad = o.grad if o.is_leaf else None
-                return _rebuild_tensor, (o.detach(), o.requires_grad, grad, type(o) is torch.nn.Parameter)
-            return super().reducer_override(o)
+                return _rebuild_tensor, (o.detach(), o.requires_grad, grad, t is torch.nn.Parameter)
+            if isinstance(o, _NEVER_CROSS):
+                raise UnsupportedTest(f"the test passes {_what(o)} into student code")
+            if isinstance(o, (types.FunctionType, type, types.BuiltinFunctionType)):
+                _check_reference(o)
+            elif isinstance(o, BaseException) and getattr(t, "_autograder_mirror", False):
+                # the judge's stand-in for a student's exception: its built-in base, with its message
+                return t.__mro__[1], o.args
+            return NotImplemented
 
     buffer = io.BytesIO()
-    Pickler(buffer, protocol=5).dump(obj)
-    return buffer.getvalue()
+    try:
+        Pickler(buffer, protocol=5).dump(obj)
+    except UnsupportedTest as exc:
+        error = exc
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        error = UnsupportedTest(f"the test passes something into student code that cannot cross as data: {exc}"[:400])
+    else:
+        return buffer.getvalue()
+    _report(error)  # (the row's status even if the test catches it)
+    raise error
+
+
+class UnsupportedTest(StudentProcessError):
+    """A test cell passes into student code something that is not data: a function, lambda or class
+    defined in the test. Only data, and functions and classes of an importable module by reference
+    (:mod:`autograder.probes`, torch, the standard library), cross to the student's process.
+
+    A grader limitation, never the student's fault: the test's row gets the status
+    ``grader-error``, so calibration (:mod:`autograder.grading.calibrate`), which grades the
+    instructor's solution first, grades that notebook in one kernel instead."""
+
+    def __init__(self, message):
+        super().__init__("grader-error", f"{message}: only data, and functions or classes of an importable module "
+                                         "(autograder.probes, torch, the standard library) by reference, can cross "
+                                         "to the student's process (a grader limitation: the notebook is graded in "
+                                         "one kernel)")
+
+
+_NEVER_CROSS = (types.CodeType, types.FrameType, types.TracebackType, types.GeneratorType, types.CoroutineType,
+                types.CellType, types.ModuleType)
+
+
+def _what(o) -> str:
+    if isinstance(o, types.FunctionType):
+        return f"a function defined in the test ({getattr(o, '__name__', '?')})"
+    if isinstance(o, type):
+        return f"a class defined in the test ({getattr(o, '__name__', '?')})"
+    return f"a {type(o).__name__} object"
+
+
+def _check_reference(o):
+    """A function or class crosses only as a reference its module resolves to the same object."""
+    module_name, qualname = getattr(o, "__module__", None), getattr(o, "__qualname__", None)
+    if isinstance(o, types.BuiltinFunctionType) and isinstance(getattr(o, "__self__", None), types.ModuleType):
+        return  # a built-in function of a module: pickle names it (torch.relu_, math.sqrt)
+    if isinstance(o, types.BuiltinFunctionType):
+        return  # a built-in method bound to an object: pickled as (getattr, (object, name)), the object as data
+    ok = type(module_name) is str and type(qualname) is str and "<" not in qualname \
+        and module_name.split(".")[0] != "__main__"
+    if ok:
+        target = sys.modules.get(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part, None)
+        ok = target is o
+    if not ok:
+        raise UnsupportedTest(f"the test passes {_what(o)} into student code")
 
 
 def _rebuild_tensor(data, requires_grad, grad, parameter):
@@ -491,8 +565,9 @@ def _walk(roots):
     """``(tracked objects, whether any Remote is reachable)`` in the arguments of a call.
 
     Tracked objects keep their identity across the call: tensors, exceptions, call recorders,
-    modules, optimizers and functions. Functions are followed into their closures, defaults
-    and the globals their code uses (what cloudpickle sends)."""
+    modules, optimizers and functions. A test's own functions are followed into their closures,
+    defaults and the globals their code uses (a student's name there makes the call a remote one,
+    and :func:`_dumps` refuses it)."""
     # (types of modules not loaded here cannot occur: a course without torch never imports it)
     torch, checks = sys.modules.get("torch"), sys.modules.get("autograder.checks")
     kept = (BaseException, types.FunctionType)
@@ -501,6 +576,8 @@ def _walk(roots):
     if checks is not None:
         kept += (checks.CallRecorder,)
     CallRecorder = checks.CallRecorder if checks is not None else ()
+    probes = sys.modules.get("autograder.probes")
+    ProbeFn = (probes.Fn, probes.Expr) if probes is not None else ()
     Module = torch.nn.Module if torch is not None else ()
     Optimizer = torch.optim.Optimizer if torch is not None else ()
 
@@ -525,11 +602,14 @@ def _walk(roots):
         if isinstance(o, kept):
             tracked.append(o)
         if isinstance(o, types.FunctionType):
-            stack.extend(_function_refs(o))
+            if _by_value(o):  # (a test's own function: what it uses; it cannot cross, see _dumps)
+                stack.extend(_function_refs(o))
         elif isinstance(o, types.MethodType):
             stack.extend((o.__func__, o.__self__))
         elif isinstance(o, CallRecorder):
             stack.append(o.fn)
+        elif isinstance(o, ProbeFn):  # (a function as data: what its expression holds)
+            stack.append(o.expr._node if isinstance(o, probes.Fn) else o._node)
         elif isinstance(o, Module):
             stack.extend(list(o._parameters.values()) + list(o._buffers.values()) + list(o._modules.values()))
         elif isinstance(o, Optimizer):
@@ -545,7 +625,8 @@ def _walk(roots):
 
 
 def _by_value(cls) -> bool:
-    """Classes defined in a test (or a notebook) travel by value; library classes by reference."""
+    """Classes and functions defined in a test (or a notebook), not those of a library or of
+    :mod:`autograder.probes` (which cross by reference)."""
     module = getattr(cls, "__module__", None)
     return module in (None, "__main__") or module not in sys.modules
 

@@ -69,12 +69,18 @@ class SourceNotebook:
         return str(lang).lower()
 
     def imports(self) -> set[str]:
-        """Modules the test cells import (preloaded by the sandboxes before the snapshot)."""
+        """Modules the source notebook's code cells import - the test cells and the instructor's
+        own solution cells (preloaded by the sandboxes before the snapshot, and by the judge: the
+        only modules the judge binds a student's module name to; it never imports one for it)."""
         names = set()
-        for t in self.tests:
+        sources = [t.source for t in self.tests] + [
+            c.get("source", "") for c in self.nb.get("cells", []) if c.get("cell_type") == "code"]
+        for source in sources:
+            if not isinstance(source, str):
+                continue
             try:
-                tree = ast.parse(t.source)
-            except SyntaxError:
+                tree = ast.parse(source)
+            except (SyntaxError, ValueError):
                 continue
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):

@@ -4,8 +4,10 @@ It never runs student code and never loads anything a student process sent excep
 :mod:`autograder.observation` (JSON, checked field by field). It runs the instructor's test
 cells - taken from the course's source notebooks by the host, never from the sandbox - in a
 namespace where each name the student's notebook defines is a :class:`~autograder.remote.Remote`
-handle (a function or class: calling it is a request to the student's test process), a
-module imported here by name, or a small value decoded from the student's report. Every
+handle (a function or class: calling it is a request to the student's test process), a module
+the judge had already loaded before any submission (its warm-up: the modules the course's source
+notebooks import; nothing is ever imported, looked up or instantiated on a student's word), or a
+small value decoded from the student's report. Every
 verdict - pass or fail, partial credit, the message - is computed here.
 
 Process structure: a warm parent (torch, the checks) forks one child per submission, so one
@@ -30,14 +32,13 @@ import io
 import os
 import sys
 import time
+import types
 
 from .protocol import read_frame, write_frame
 
 PROTO_IN, PROTO_OUT = 1021, 1022
 TEST_OUTPUT_KEEP = 50_000
 MESSAGE_KEEP = 1_500
-# modules a student's notebook may name that the judge does not import for it
-NEVER_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "tkinter"})
 MEMORY_WORDS = ("can't allocate memory", "DefaultCPUAllocator", "out of memory", "Cannot allocate memory")
 
 
@@ -88,8 +89,7 @@ def main():
 
 
 def warm_up(preload):
-    import cloudpickle  # noqa: F401
-    from autograder import observation
+    from autograder import observation, remote
 
     uses_torch = any(name.split(".")[0] in ("torch", "autograder") for name in preload)
 
@@ -100,7 +100,7 @@ def warm_up(preload):
             print(f"judge preload {name}: {exc!r}", file=sys.stderr)
     if not uses_torch:  # a course without torch: the judge never needs it
         observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode([1.5, "s"]))))
-        cloudpickle.dumps((lambda t: t, [1]))
+        remote._dumps((len, [1]))
         return
     import torch
 
@@ -112,7 +112,9 @@ def warm_up(preload):
 
     training(torch)
     observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode((x, [1.5])))))
-    cloudpickle.dumps((lambda t: t, x))
+    from autograder import probes
+
+    remote._dumps((probes.T + 1, x, torch.relu_))
 
 
 class Channel:
@@ -182,7 +184,11 @@ class Submission:
         self.bound = {}
 
     def edits(self):
-        """Student names the running test deleted or rebound (sent with each call)."""
+        """Student names the running test deleted, or rebound to another of the student's own
+        objects (a handle), sent with each call. Nothing else crosses by a name: whatever else a
+        test binds under a name the student's notebook also defines (``expected = ...`` when the
+        student has a global ``expected``) stays here, in the judge - a test's objects travel only
+        as the arguments of a call."""
         from autograder.remote import DELETED, Remote
 
         out = {}
@@ -191,7 +197,7 @@ class Submission:
                 out[name] = DELETED
                 continue
             now = self.ns[name]
-            if now is value or (isinstance(now, Remote) and now._path == (name,)):
+            if now is value or type(now) is not Remote or now._path == (name,) or now._path[0] == "$op":
                 continue
             out[name] = now
         return out
@@ -227,9 +233,9 @@ class Submission:
             if type(name) is not str or not name.isidentifier() or name.startswith("__") or type(info) is not dict:
                 raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
             kind = info.get("kind")
-            if kind == "module":
-                module = _import(info.get("module"))
-                value = module if module is not None else Remote((name,))
+            if kind == "module":  # the judge's own module, only if it is loaded already
+                module = _loaded(info.get("module"))
+                value = module if module is not None else Remote((name,), _handle_info(info))
             elif kind == "value":
                 try:
                     value = observation.Decoder().decode(info.get("value"))
@@ -357,28 +363,19 @@ def _default_dtype(name):
         torch.set_default_dtype(getattr(torch, name) if name in DTYPES else torch.float32)
 
 
-def _import(name):
-    """The judge's own import of a module the student's notebook uses, or None."""
-    if type(name) is not str or not name or name.split(".")[0] in NEVER_IMPORT:
+def _loaded(name):
+    """The module of that name if the judge has loaded it already (its warm-up imported what the
+    course's source notebooks import), else None. A student's report is a name, never a reason to
+    import: a module a student names that is not loaded stays in the student's process (a handle).
+    ``__main__`` modules (``unittest.__main__`` runs discovery, ``IPython.__main__`` starts a
+    shell) are never bound, loaded or not."""
+    if type(name) is not str or not name or len(name) > 200:
         return None
-    if name in sys.modules:
-        return sys.modules[name]
-    if not all(part.isidentifier() for part in name.split(".")):
+    parts = name.split(".")
+    if not all(part.isidentifier() and not part.startswith("__") for part in parts):
         return None
-    try:
-        spec = importlib.util.find_spec(name.split(".")[0])
-    except (ImportError, ValueError):
-        return None
-    if spec is None or spec.origin in (None, "namespace"):
-        return None
-    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    origin = os.path.realpath(spec.origin) if spec.origin not in ("built-in", "frozen") else None
-    if origin is not None and not any(origin.startswith(r + os.sep) for r in roots):
-        return None
-    try:
-        return importlib.import_module(name)
-    except BaseException:  # noqa: BLE001
-        return None
+    module = sys.modules.get(name)
+    return module if isinstance(module, types.ModuleType) else None
 
 
 # --------------------------------------------------------------------------- tests
