@@ -245,6 +245,35 @@ def test_hidden_tests_never_reach_the_student_process(hostile):
                 assert line not in out and line not in page, f"test source reached the student: {line}"
 
 
+def _hidden_lines():
+    """The hidden tests' source lines a student has no copy of (not in the release)."""
+    source = read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb")
+    release = "\n".join(c.source for c in nbformat.read(EXERCISES / EXERCISE / f"{EXERCISE}.ipynb", as_version=4).cells)
+    return [line.strip() for test in source.tests for line in test.source.splitlines()
+            if len(line.strip()) > 25 and not line.strip().startswith("#") and line.strip() not in release]
+
+
+def test_nothing_of_the_tests_crosses_but_arguments(hostile):
+    """Grading v3, item 1. harvests-shipped-objects scanned its arguments (and all they hold) and
+    every object of its process for functions, code objects and docstrings from the tests: none
+    (a test's function crosses only by reference to a public module: autograder.probes);
+    raises-with-caller-docstring raised with every constant, file name and docstring of its
+    callers' frames and of its argument's code: no hidden-test line reached its feedback."""
+    import html
+    import re
+
+    out = autograded_outputs(hostile["course"].root, "harvests-shipped-objects")
+    counts = re.findall(r"harvests-shipped-objects found: (\d+) docstrings: (\d+)", out)
+    assert counts and all(c == ("0", "0") for c in counts), counts
+    page = html.unescape((hostile["out"] / "feedback" / "raises-with-caller-docstring" / EXERCISE
+                          / f"{EXERCISE}.html").read_text())
+    out = autograded_outputs(hostile["course"].root, "raises-with-caller-docstring")
+    assert page.count("caller says:") >= 10  # the attack ran in (nearly) every test
+    assert "<test " not in page and "<test " not in out
+    for line in _hidden_lines():
+        assert line not in page and line not in out, f"hidden test source in the feedback: {line}"
+
+
 def test_output_stays_bounded(hostile):
     """3,000 cells printing 20,000 characters each: the autograded notebook and feedback stay small."""
     nb = hostile["course"].root / "autograded" / "output-amplification" / EXERCISE / f"{EXERCISE}.ipynb"

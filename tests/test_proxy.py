@@ -100,3 +100,102 @@ def test_numpy_through_the_proxy(student):
     big = student("big", ("object",))
     np.testing.assert_allclose(big, np.arange(10.0))
     assert np.isclose(np.asarray(big).sum(), 45.0)
+
+
+# --------------------------------------------------------------------------- grading v3, item 1:
+# nothing of the test crosses into the student process but the arguments
+
+
+def test_test_defined_code_never_crosses():
+    """A function, lambda or class defined in a test cell (code compiled as "<test ...>") raises
+    UnsupportedTest - a grader status, calibration's cue for one kernel - never ships as code."""
+    import pickle
+
+    ns = {"__name__": "__main__"}
+    exec(compile('def probe(t):\n    """a hidden docstring"""\n    return t.add_(1)\n\nclass Probe:\n    pass\n',
+                 "<test hidden_cell>", "exec"), ns)
+    for thing in (ns["probe"], ns["Probe"], ns["Probe"](), lambda t: t, ns["probe"].__code__, [1, (ns["probe"],)]):
+        with pytest.raises(remote.UnsupportedTest) as info:
+            remote._dumps(((), thing, (), {}, {}))
+        assert info.value.status == "grader-error"
+    # what does cross: data, the student's own objects by path, functions and classes by reference
+    import operator
+
+    import torch
+
+    from autograder import probes
+    from autograder.checks import CallRecorder
+    from autograder.probes import T, call, fn, seq
+
+    x = torch.tensor([[-1.0, 0.5], [2.0, -3.0]], requires_grad=True)
+    x.grad = torch.ones_like(x)
+    things = [fn(T[0].mul_(2)), fn(call(operator.setitem, T.data, 0, 5.0)), fn(seq(T[1].mul_(2), T.sum())),
+              fn(T @ torch.eye(2)), fn(call(torch.softmax, T, dim=0)), CallRecorder(fn(T * 2)), torch.relu_,
+              torch.nn.Linear(2, 2), probes.on_a_non_leaf, probes.Boom("raised by fn"), x]
+    assert b"<test" not in remote._dumps(remote.Remote(("f",)))  # (a student's object: its name)
+    payload = remote._dumps(things)
+    assert b"<test" not in payload and b"docstring" not in payload
+    back = pickle.loads(payload)
+    assert back[-1].grad is not None and torch.equal(back[-1].grad, x.grad)
+    t = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert back[0](t.clone()).tolist() == [2.0, 4.0] and float(back[2](t.clone())) == 17.0
+    c = t.clone()
+    back[1](c)
+    assert c[0].tolist() == [5.0, 5.0]
+
+
+def _judge_run(code, cwd):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_student_module_names_import_nothing(tmp_path):
+    """reports-module-name: a names report that names modules binds the judge's module only if the
+    judge had loaded it already; nothing is imported on a student's word (the v2 judge imported
+    unittest.__main__, which ran discovery in its working directory: a planted test file ran)."""
+    (tmp_path / "test_planted.py").write_text(f"open({str(tmp_path / 'planted-ran')!r}, 'w').close()\n")
+    out = _judge_run('''
+import json, sys
+from autograder.grading import judge
+sub = judge.Submission([])
+names = {"a": "unittest.__main__", "b": "IPython.__main__", "c": "antigravity", "d": "tabnanny", "e": "os",
+         "f": "__main__", "g": "test_planted", "h": "this"}
+before = set(sys.modules)
+sub.bind({k: {"kind": "module", "module": v} for k, v in names.items()})
+print(json.dumps({"kinds": {k: type(sub.ns[k]).__name__ for k in names},
+                  "new": sorted(set(sys.modules) - before)}))
+''', tmp_path)
+    import json
+
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["kinds"] == {"a": "Remote", "b": "Remote", "c": "Remote", "d": "Remote", "e": "module",
+                            "f": "Remote", "g": "Remote", "h": "Remote"}
+    assert got["new"] == [], got["new"]
+    assert not (tmp_path / "planted-ran").exists()
+
+
+def test_a_tests_objects_never_travel_by_a_student_name(tmp_path):
+    """rebinds-test-name: what a test binds under a name the student's notebook also defines stays
+    in the judge; a call carries only deletions and the student's own handles."""
+    out = _judge_run('''
+import json
+from autograder.grading import judge
+from autograder import remote
+sub = judge.Submission([])
+sub.bind({"expected": {"kind": "value", "value": None}, "reference": {"kind": "callable", "classes": []},
+          "helper": {"kind": "callable", "classes": []}, "other": {"kind": "callable", "classes": []},
+          "gone": {"kind": "value", "value": 1}})
+sub.ns["expected"] = [1.5, 2.5]                   # a test's expected value
+sub.ns["reference"] = lambda t: t                  # a test's reference function
+sub.ns["helper"] = sub.ns["other"]                 # the student's own object, under another name
+del sub.ns["gone"]
+edits = sub.edits()
+print(json.dumps({k: (list(v) if type(v) is tuple else list(v._path)) for k, v in edits.items()}))
+''', tmp_path)
+    import json
+
+    assert json.loads(out.strip().splitlines()[-1]) == {"helper": ["other"], "gone": ["$deleted"]}
