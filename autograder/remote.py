@@ -350,8 +350,8 @@ def observe(fn, *args, **kwargs) -> Outcome:
     Quiet: what the call writes to stderr and the warnings it raises are kept in the outcome
     (``.stderr``, ``.warnings``), never printed, so they cannot fail the test."""
     tracked, remote = _walk((fn, args, kwargs))
-    with quiet_depth():
-        if CHANNEL is not None and remote:
+    with quiet_depth():  # (a probe of autograder.probes always runs where the student's code runs)
+        if CHANNEL is not None and (remote or str(getattr(fn, "__module__", "")).startswith("autograder.probes.")):
             return _ship(fn, args, kwargs, tracked)
     return _local(fn, args, kwargs, tracked)
 

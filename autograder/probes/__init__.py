@@ -16,12 +16,18 @@ code; its equivalent here is data::
     inplace_relu_is_safe(fn(call(torch.softmax, T, dim=0)), x)
 
 In one kernel (JupyterLab, nbgrader) the same objects are ordinary callables.
+
+The exercises' probes - functions a test hands to :func:`autograder.checks.observe` to run where
+the student's code runs (``backward_with(data, g)``: ``MyReLU.apply(x).backward(g)``, returns
+``x.grad``) - live in one submodule per exercise (:mod:`.custom_backward`, :mod:`.index_assignment`,
+:mod:`.training_loops`); they use the student's names through :func:`student`, looked up at call
+time where they run, as a test cell's global would be.
 """
 from __future__ import annotations
 
 import operator
 
-__all__ = ["T", "fn", "call", "seq", "const", "throw", "Fn", "Boom", "Stop", "on_a_non_leaf",
+__all__ = ["T", "fn", "call", "seq", "const", "throw", "Fn", "Boom", "Stop", "student", "on_a_non_leaf",
            "leaf_error_passes_through", "inverse_sharing_memory", "inverse_private_copy"]
 
 
@@ -182,6 +188,34 @@ def const(value) -> Expr:
 def throw(error):
     """Raise ``error`` (the very object: ``fn(call(throw, error))`` is a function that raises it)."""
     raise error
+
+
+def student(name):
+    """The object the student's notebook binds to ``name``, looked up now, where this runs: the
+    student's process under the grader, the notebook's own namespace in one kernel."""
+    from autograder import remote
+
+    if remote.CHANNEL is not None:
+        raise RuntimeError(f"a probe that uses the student's {name!r} runs where the student's code runs: "
+                           "call it through observe(probe, ...)")
+    ns = remote.NAMESPACE
+    if ns is None:
+        try:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+        except ImportError:
+            shell = None
+        if shell is not None:
+            ns = shell.user_ns
+        else:
+            import __main__
+
+            ns = vars(__main__)
+    try:
+        return ns[name]
+    except KeyError:
+        raise NameError(f"name {name!r} is not defined") from None
 
 
 # --------------------------------------------------------------------------- exceptions
