@@ -150,6 +150,7 @@ class Fn:
     ``Fn(T.add_(1))(x)`` is ``x.add_(1)``."""
 
     __slots__ = ("expr",)
+    __name__ = "<lambda>"  # (an instance's name, as a lambda's: a test's message may show it)
 
     def __init__(self, expr):
         self.expr = expr if isinstance(expr, Expr) else Expr(_node(expr))
