@@ -18,7 +18,7 @@ def relu_sum_backward(x0):
     return y, x.grad
 
 
-def forward(data, requires_grad):
+def my_relu_forward(data, requires_grad):
     """Runs where your code runs: MyReLU.apply on a copy of data (a leaf that requires grad, or not)."""
     MyReLU = student("MyReLU")
     return MyReLU.apply(data.detach().clone().requires_grad_(requires_grad))
@@ -38,7 +38,7 @@ def weight_grad_through_my_relu(layer, x):
     return torch.autograd.grad(MyReLU.apply(layer(x)).sum(), layer.weight)[0]
 
 
-def backward_with(data, g):
+def my_relu_backward_with(data, g):
     """Runs where your code runs: MyReLU.apply(x).backward(g) for a leaf x; returns x.grad."""
     MyReLU = student("MyReLU")
     x = data.detach().clone().requires_grad_(True)
@@ -58,7 +58,7 @@ def reduced_backward(d, reduce):
     return seen[0][0], seen[0][1], x.grad
 
 
-def backward_with_2(d, g):
+def my_relu_backward_with_g(d, g):
     """Runs where your code runs: MyReLU.apply(x).backward(g); returns x.grad."""
     MyReLU = student("MyReLU")
     x = d.detach().clone().requires_grad_(True)
@@ -66,7 +66,7 @@ def backward_with_2(d, g):
     return x.grad
 
 
-def shared_backward(d, w0, g):
+def my_relu_shared_backward(d, w0, g):
     """Runs where your code runs: (3 * w + MyReLU.apply(x)).backward(g); returns w.grad and x.grad."""
     MyReLU = student("MyReLU")
     x = d.detach().clone().requires_grad_(True)
@@ -158,7 +158,7 @@ def run_my_relu_inplace(data, use_input, upstream):
     return base.grad
 
 
-def backward_with_3(data, upstream):
+def my_relu_inplace_backward_with(data, upstream):
     """Runs where your code runs: MyReLUInplace.apply(h).backward(upstream) with h = base * 1; returns base.grad."""
     MyReLUInplace = student("MyReLUInplace")
     base = data.detach().clone().requires_grad_(True)
@@ -191,7 +191,7 @@ def clamp_sum_backward(x0, lo, hi):
     return y, x.grad
 
 
-def forward_2(data, requires_grad, lo, hi):
+def clamp_forward(data, requires_grad, lo, hi):
     """Runs where your code runs: Clamp.apply on a copy of data (a leaf that requires grad, or not)."""
     Clamp = student("Clamp")
     return Clamp.apply(data.detach().clone().requires_grad_(requires_grad), lo, hi)
@@ -205,7 +205,7 @@ def grad_through_clamp(data, lo, hi, upstream):
     return x.grad
 
 
-def sum_backward(data, lo, hi):
+def clamp_sum_backward_at(data, lo, hi):
     """Runs where your code runs: Clamp.apply(x, lo, hi).sum().backward() for a leaf x; returns x.grad."""
     Clamp = student("Clamp")
     x = data.detach().clone().requires_grad_(True)
@@ -224,7 +224,7 @@ def what_backward_returns(data, lo, hi):
         return y.grad_fn.apply(torch.ones(data.shape))
 
 
-def sum_backward_2(d):
+def clamp_grad_output_seen(d):
     """Runs where your code runs: Clamp.apply(x, -1, 1).sum().backward(); the gradient tensor Clamp's backward
     received (and its state on arrival, recorded by a hook), and x.grad."""
     Clamp = student("Clamp")
@@ -236,7 +236,7 @@ def sum_backward_2(d):
     return seen[0][0], seen[0][1], x.grad
 
 
-def backward_with_4(d, g):
+def clamp_backward_with(d, g):
     """Runs where your code runs: Clamp.apply(x, -1, 1).backward(g); returns x.grad."""
     Clamp = student("Clamp")
     x = d.detach().clone().requires_grad_(True)
@@ -244,7 +244,7 @@ def backward_with_4(d, g):
     return x.grad
 
 
-def shared_backward_2(d, w0, g):
+def clamp_shared_backward(d, w0, g):
     """Runs where your code runs: (3 * w + Clamp.apply(x, -1, 1)).backward(g); returns w.grad."""
     Clamp = student("Clamp")
     x = d.detach().clone().requires_grad_(True)
