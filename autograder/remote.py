@@ -663,7 +663,9 @@ def _code_names(code):
 def serve_call(header: dict, payload: bytes, out_fd: int = 1, err_fd: int = 2) -> bytes:
     """Where student code runs: perform one call sent by the judge; return the observation."""
     rng = header.get("rng")
-    tracked, fn, args, kwargs, edits = pickle.loads(payload)  # the judge's data: trusted here
+    # the judge's call, as _dumps made it (the supervisor relays only what the judge sent): data, and
+    # functions and classes by reference - never a test's code, constants or docstrings
+    tracked, fn, args, kwargs, edits = pickle.loads(payload)
     torch = sys.modules.get("torch")
     arrival = {id(o): o._version for o in tracked if torch is not None and isinstance(o, torch.Tensor)}
     if isinstance(rng, str) and torch is not None:
