@@ -312,6 +312,9 @@ class Session:
         self.helper, self.pid = helper, pid
         self.ctl_r, self.cmd_w, self.req_r, self.req_w, self.rep_r = ctl_r, cmd_w, req_r, req_w, rep_r
         self.n_cells = sum(1 for item in task["items"] if item[0] == "cell")
+        # the order the cells run in (a notebook graded in one kernel runs its test cells, numbered
+        # after the student's, in their places among them: calibrate.kernel_task)
+        self.position = {item[1]: p for p, item in enumerate(i for i in task["items"] if i[0] == "cell")}
         self.n_tests = len(task.get("tests", ())) or sum(1 for item in task["items"] if item[0] == "test")
         self.timeout = float(limits["timeout"])
         # output: what a cell, or a test process, wrote to its captured output file; checked at
@@ -591,13 +594,13 @@ class Session:
         if type(c) is int and 0 <= c < self.n_cells:
             cell = self.cells.setdefault(c, {})
             if msg.get("e") == "start":
-                if self.current is not None or c <= self.last_started:
+                if self.current is not None or self.position.get(c, -1) <= self.last_started:
                     # what a running cell wrote to look like a new cell (a "progress frame"): its
                     # time limit is not extended, and the notebook is flagged
                     self.garbled = True
                     return
                 self.current, self.since, self.interrupted = c, now, None
-                self.last_started = c
+                self.last_started = self.position.get(c, -1)
                 cell["start"] = now
             elif msg.get("e") == "end":
                 if c != self.current:
