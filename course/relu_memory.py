@@ -1,7 +1,7 @@
 """Lesson 1, section 8: the memory tracker, the models and the figures.
 
 Lesson 1 imports this module to draw its two figures and its results table; its appendix,
-01a_relu_memory_appendix.ipynb, shows and explains the code. Everything runs on the CPU and
+01a_relu_inplace_appendix.ipynb, shows and explains the code. Everything runs on the CPU and
 counts bytes of live tensor storages, exactly: no allocator cache, no timing.
 course/scripts/cuda_relu_memory.py measures the same models on a GPU; keep both in step.
 """
@@ -239,7 +239,7 @@ def plot_peaks(results):
     ax.axhline(100, color="0.3", lw=0.8, ls=":")
     ax.set_xticks(range(len(MODELS)), [textwrap.fill(name, 18) for name in MODELS])
     ax.set_ylim(0, 125)
-    ax.set_xlabel("model (sizes as listed in 8.1)")
+    ax.set_xlabel("model (sizes: lesson 1 appendix, A.2)")
     ax.set_ylabel("in-place peak, % of out-of-place peak\n(activation memory)")
     ax.set_title("In-place activation, peak activation memory relative to out of place (CPU, live tensor bytes)")
     ax.legend(loc="upper center", ncol=3, fontsize=9, framealpha=0.95)
