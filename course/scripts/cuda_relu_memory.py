@@ -17,7 +17,8 @@ input, library workspaces); "peak" is ``max_memory_allocated()`` during it. The 
 what cuDNN allocates as workspace, so they are not the lesson's CPU numbers. On a machine
 without CUDA the script prints one line and exits with status 0.
 
-The models are the lesson's (section 8.1 and its optional code cells); keep both in step.
+The models are those of course/relu_memory.py (lesson 1, section 8; its appendix
+01a_relu_inplace_appendix.ipynb shows them); keep both in step.
 """
 from __future__ import annotations
 
