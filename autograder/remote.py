@@ -451,7 +451,7 @@ def _report(error):
 
 
 def _dumps(obj) -> bytes:
-    """The call, pickled for the student's process - data only, and names.
+    r"""The call, pickled for the student's process - data only, and names.
 
     What crosses: plain data, tensors (a leaf's ``.grad`` kept), ``nn.Module``\ s and optimizers
     of library classes or of :mod:`autograder.probes`, exceptions, call recorders, the student's
