@@ -66,10 +66,17 @@ def main():
             os._exit(0)
         if op != "begin":
             continue
+        # the child's first frame ("ready") must follow the parent's ("child"): both write to one
+        # channel, so the child waits until the parent has written (a fast child, with no tests
+        # to compile, otherwise answers first and the supervisor reads "ready" for "child")
+        go_r, go_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
+                os.close(go_w)
+                os.read(go_r, 1)  # b"" once the parent has written "child" and closed its end
+                os.close(go_r)
                 Submission(msg["tests"]).run()
             except BaseException:  # noqa: BLE001
                 import traceback
@@ -78,7 +85,9 @@ def main():
                 code = 70
             finally:
                 os._exit(code)
+        os.close(go_r)
         write_frame(PROTO_OUT, {"ev": "child", "pid": pid})
+        os.close(go_w)
         _, status = os.waitpid(pid, 0)
         # the largest peak resident memory of any submission's child so far (kB): the bounds of
         # autograder.observation keep it near the warm parent's whatever a student process sends
