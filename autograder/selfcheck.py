@@ -30,8 +30,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
 from .course import graded_cells, owner
 
 __all__ = ["SelfCheckError", "Report", "FunctionResult", "run_visible_tests", "check", "add_parser"]
@@ -108,6 +106,8 @@ class Report:
 
 def read_notebook(path) -> nbformat.NotebookNode:
     """Read ``path`` as an exercise notebook or raise :class:`SelfCheckError` saying why not."""
+    import nbformat  # here, not at the top: every graded notebook imports this module (its
+    # self-check cell), and nbformat's schema validator costs about 3 s to import
     path = Path(path)
     if not path.exists():
         raise SelfCheckError(f"{path}: no such file")
@@ -215,6 +215,7 @@ def _execute(nb, cwd: Path, timeout: int):
 
 def run_visible_tests(path, timeout: int = DEFAULT_TIMEOUT) -> Report:
     """Run the visible tests of the notebook saved at ``path``; return the :class:`Report`."""
+    import nbformat
     path = Path(path)
     nb = read_notebook(path)
     names, tests = graded_cells(nb)
