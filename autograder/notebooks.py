@@ -3,6 +3,8 @@
 ``python -m autograder.notebooks execute PATH...`` runs each notebook top to bottom in a fresh
 kernel (working directory = the notebook's folder) and writes the outputs back, without the
 volatile per-cell timing metadata, so the committed outputs are exactly what nbval compares.
+Each matplotlib figure's description (titles, labels, plotted data: ``autograder.figures``) is
+recorded in its output's metadata, which nbval does not compare, for the figure check.
 """
 from __future__ import annotations
 
@@ -38,19 +40,24 @@ def execute(path: Path, timeout: int = 600, kernel_name: str = "python3") -> flo
     """Execute the notebook at ``path`` in place; return the wall time in seconds."""
     from nbclient import NotebookClient
 
+    from autograder.figures import kernel_hook, record_figures
+
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name=kernel_name,
-        allow_errors=False,
-        record_timing=False,
-        resources={"metadata": {"path": str(path.parent.resolve())}},
-    )
-    start = time.perf_counter()
-    client.execute()
-    elapsed = time.perf_counter() - start
+    with kernel_hook() as extra_arguments:
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name=kernel_name,
+            allow_errors=False,
+            record_timing=False,
+            extra_arguments=extra_arguments,
+            resources={"metadata": {"path": str(path.parent.resolve())}},
+        )
+        start = time.perf_counter()
+        client.execute()
+        elapsed = time.perf_counter() - start
+    record_figures(nb)
     strip_volatile(nb)
     nbformat.write(nb, path)
     return elapsed

@@ -1,25 +1,65 @@
-"""Every lesson's figures are drawn, titled, labelled and deterministic (nbval ignores pixels).
+"""Every lesson's figures are drawn, titled, labelled and plot what the notebook shows (nbval ignores pixels).
 
 `test_lesson_figures` covers each lesson in course/ (0[1-9]*.ipynb; the start page has no
-figure). The checker itself (autograder/figures.py) is proved on throwaway lessons: one that
-follows every rule, one that breaks each rule once, one without a figure.
+figure), run with another CPU kernel choice than the one that committed the outputs: ATen's
+portable scalar kernels (ATEN_CPU_CAPABILITY=default) instead of the machine's AVX2/AVX-512
+ones, so computed floats differ in their last bits as they do on another CPU. The figures must
+still be the committed ones (same texts, plotted data within autograder.figures.TOLERANCE), and
+every text output must still be the committed one, as strict nbval compares it (same run: no
+extra execution): what a lesson prints is rounded far above the last bits.
+The checker itself (autograder/figures.py) is proved on throwaway lessons: one that follows
+every rule, one that breaks each rule once, one without a figure, one whose data moves a
+little (passes) or meaningfully (fails).
 """
+import configparser
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder.figures import lesson_problems
+from autograder.figures import INFO_MIME, execute_with_figure_info, figure_differences, lesson_problems
 from autograder.notebooks import execute
 
 REPO = Path(__file__).resolve().parents[1]
 LESSONS = sorted((REPO / "course").glob("0[1-9]*.ipynb"))
+# Another CPU, as far as one machine can play it: no vectorised ATen kernels.
+OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default"}
+
+
+SANITIZE = configparser.ConfigParser()
+SANITIZE.read(REPO / "tests" / "nbval_sanitize.cfg")
+
+
+def _texts(outputs):
+    """What strict nbval compares of a cell's outputs: texts and error names/values, sanitized."""
+    texts = []
+    for output in outputs:
+        if output.output_type == "stream":  # chunks of one stream joined, as nbval does
+            if texts and texts[-1][0] == output.name:
+                texts[-1] = (output.name, texts[-1][1] + output.text)
+            else:
+                texts.append((output.name, output.text))
+        elif output.output_type == "error":
+            texts.append((output.ename, output.evalue))
+        else:
+            texts += [(mime, value) for mime, value in output.get("data", {}).items() if mime.startswith("text/")]
+    for section in SANITIZE.sections():
+        regex, replace = re.compile(SANITIZE[section]["regex"]), SANITIZE[section]["replace"]
+        texts = [(kind, regex.sub(replace, "".join(value))) for kind, value in texts]
+    return texts
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
 def test_lesson_figures(lesson):
-    problems = lesson_problems(lesson)
+    cells = execute_with_figure_info(lesson, env=OTHER_CPU)
+    problems = lesson_problems(lesson, cells=cells)
+    committed = nbformat.read(lesson, as_version=4).cells
+    for cell in cells:
+        if _texts(cell.outputs) != _texts(committed[cell.index].outputs):
+            problems.append(f"cell {cell.index + 1} prints other text under {OTHER_CPU}:\n"
+                            f"  committed: {_texts(committed[cell.index].outputs)}\n  fresh:     {_texts(cell.outputs)}")
     assert not problems, "\n".join(problems)
 
 
@@ -71,7 +111,7 @@ def test_checker_reports_each_broken_rule(tmp_path):
                 "ax.set_ylabel('y')\nfig"),
         _figure("im = plt.imshow(np.eye(2))\nplt.title('colorbar')\nplt.xlabel('c')\nplt.ylabel('r')\nplt.colorbar(im)"),
     ])
-    assert lesson_problems(path) == [
+    expected = [
         "bad.ipynb cell 3 (`plt.plot(x, x)`), figure 1: the figure has no title: use ax.set_title(...) or "
         "fig.suptitle(...)",
         "bad.ipynb cell 4 (`plt.plot(x, x)`), figure 1: the axes titled 'no x label' has no x label: use "
@@ -80,13 +120,19 @@ def test_checker_reports_each_broken_rule(tmp_path):
         "curves but no legend: call ax.legend()",
         "bad.ipynb cell 6 (`print('tagged, but no figure')`) is tagged 'figure' but shows no matplotlib figure",
         "bad.ipynb cell 7 (`plt.plot(x, x)`) shows a figure but is not tagged 'figure'",
-        "bad.ipynb cell 8 (`plt.plot(np.random.rand(5))`): a fresh run draws a different image than the "
-        "committed one (unseeded randomness? timings? outputs not re-executed with `make notebooks`?)",
+        re.compile(r"bad\.ipynb cell 8 \(`plt\.plot\(np\.random\.rand\(5\)\)`\), figure 1: a fresh run draws a "
+                   r"different figure than the committed one: the axes titled 'random', line: a point moved by "
+                   r"[0-9.]+% of the axis span \(tolerance 1%\).* \(unseeded randomness\? timings\? outputs not "
+                   r"re-executed with `make notebooks`\?\)"),
         "bad.ipynb cell 9 (`fig, ax = plt.subplots()`) shows the same figure twice: end the cell with "
         "plt.show(), not with the figure",
         "bad.ipynb cell 10 (`im = plt.imshow(np.eye(2))`), figure 1: axes 2 of 2: the colorbar has no label: "
         "use cbar.set_label(...)",
     ]
+    problems = lesson_problems(path)
+    assert len(problems) == len(expected), "\n".join(problems)
+    for problem, want in zip(problems, expected):
+        assert want.fullmatch(problem) if isinstance(want, re.Pattern) else problem == want, problem
 
 
 def test_checker_requires_a_figure_and_committed_images(tmp_path):
@@ -98,3 +144,75 @@ def test_checker_requires_a_figure_and_committed_images(tmp_path):
     assert lesson_problems(path) == [
         "not-executed.ipynb cell 3 (`plt.plot(x, x)`): the committed notebook has no image here: "
         "run `make notebooks`"]
+
+
+SCALED = _figure("import os\nscale = float(os.environ.get('SCALE', '1'))\nfig, ax = plt.subplots()\n"
+                 "ax.plot(x, scale * x ** 2, label='scaled')\nax.scatter(x, scale * x, label='points')\n"
+                 "ax.text(0, scale, 'a note')\nax.set_title('scaled by $SCALE')\nax.set_xlabel('x')\n"
+                 "ax.set_ylabel('y')\nax.legend()\nplt.show()")
+
+
+def test_checker_compares_plotted_data_within_a_tolerance_not_pixels(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALE", "1")
+    path = _lesson(tmp_path, "scaled.ipynb", [SCALED])
+    committed = [o for o in nbformat.read(path, as_version=4).cells[2].outputs if o.output_type == "display_data"]
+    assert INFO_MIME not in committed[0].data and INFO_MIME in committed[0].metadata  # nbval skips metadata
+    # a last-bits change (another CPU's rounding): other pixels, same figure
+    moved = execute_with_figure_info(path, env={"SCALE": "1.002"})
+    assert moved[1].figures[0].image != "".join(committed[0].data["image/png"].split())
+    assert lesson_problems(path, cells=moved) == []
+    # a meaningful change: the curve 3 % higher, 1.8 % of the axis span (whose margins grow too)
+    assert lesson_problems(path, env={"SCALE": "1.03"}) == [
+        "scaled.ipynb cell 3 (`import os`), figure 1: a fresh run draws a different figure than the committed one: "
+        "the axes titled 'scaled by $SCALE', line 'scaled': a point moved by 1.8% of the axis span (tolerance 1%) "
+        "(and 1 more difference) (unseeded randomness? timings? outputs not re-executed with `make notebooks`?)"]
+
+
+def test_checker_requires_the_record_of_the_committed_image(tmp_path):
+    path = _lesson(tmp_path, "scaled.ipynb", [SCALED])
+    nb = nbformat.read(path, as_version=4)
+    output = next(o for o in nb.cells[2].outputs if o.output_type == "display_data")
+    record = output.metadata.pop(INFO_MIME)
+    nbformat.write(nb, path)
+    assert lesson_problems(path) == [
+        "scaled.ipynb cell 3 (`import os`): the committed figure has no record of its plotted data: re-execute "
+        "the lesson with `make notebooks`"]
+    output.metadata[INFO_MIME] = record
+    output.data["image/png"] = output.data["image/png"][:-8] + "AAAAAAA="  # re-drawn in JupyterLab, say
+    nbformat.write(nb, path)
+    assert lesson_problems(path) == [
+        "scaled.ipynb cell 3 (`import os`): the committed image was not drawn by the run that recorded its data: "
+        "re-execute the lesson with `make notebooks`"]
+
+
+def _description(**axes):
+    ax = {"title": ["t"], "xlabel": "x", "ylabel": "y", "zlabel": None, "axis_on": True, "colorbar": False,
+          "legend": None, "labelled": 0, "shares_x": [], "shares_y": [], "scale": ["linear", "linear"],
+          "limits": [[0.0, 10.0], [0.0, 100.0]],
+          "plotted": [{"kind": "line", "label": "_child0", "xy": [[0.0, 0.0], [10.0, 100.0]]}]}
+    ax.update(axes)
+    return {"suptitle": "", "supxlabel": "", "supylabel": "", "figure_legends": [], "axes": [ax]}
+
+
+def test_figure_differences_names_what_changed():
+    old = _description()
+    assert figure_differences(old, _description()) == []
+    assert figure_differences(old, _description(ylabel="loss")) == ["the axes titled 't': ylabel is 'loss', "
+                                                                     "committed 'y'"]
+    # y moved by 0.9 of a span of 100: within 1 %; by 2: not
+    near = [{"kind": "line", "label": "_child0", "xy": [[0.0, 0.9], [10.0, 100.0]]}]
+    assert figure_differences(old, _description(plotted=near)) == []
+    far = [{"kind": "line", "label": "_child0", "xy": [[0.0, 2.0], [10.0, 100.0]]}]
+    assert figure_differences(old, _description(plotted=far)) == [
+        "the axes titled 't', line: a point moved by 2.0% of the axis span (tolerance 1%)"]
+    # a log axis compares decades; missing points must stay missing; a new artist is a new figure
+    log = _description(scale=["linear", "log"], limits=[[0.0, 10.0], [1.0, 1000.0]])
+    log_far = _description(scale=["linear", "log"], limits=[[0.0, 10.0], [1.0, 1000.0]],
+                           plotted=[{"kind": "line", "label": "_child0", "xy": [[0.0, 0.0], [10.0, 200.0]]}])
+    assert figure_differences(log, log_far)[0].endswith("a point moved by 10.0% of the axis span (tolerance 1%)")
+    gap = [{"kind": "line", "label": "_child0", "xy": [[0.0, None], [10.0, 100.0]]}]
+    assert figure_differences(old, _description(plotted=gap)) == [
+        "the axes titled 't', line: its missing (NaN/inf) points differ from the committed ones"]
+    extra = old["axes"][0]["plotted"] + [{"kind": "text", "label": "note", "xy": [[1.0, 1.0]]}]
+    assert figure_differences(old, _description(plotted=extra)) == [
+        "the axes titled 't': it plots ['line', 'text'], committed ['line'] (or their labels differ)"]
