@@ -156,6 +156,8 @@ def main(argv=None) -> int:
         print("No CUDA device: this script measures the CUDA caching allocator and has nothing to measure here.")
         return 0
     device = torch.device(args.device)
+    if device.index is None:                    # set_device refuses torch.device("cuda")
+        device = torch.device("cuda", torch.cuda.current_device())
     torch.cuda.set_device(device)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(device)}\n")
     print(table(device))
