@@ -69,11 +69,12 @@ def test_main_parent_and_child_on_a_faked_gpu(capsys):
     with fake_cuda() as cuda, mock.patch.object(script, "in_fresh_process",
                                                 return_value=figures) as fresh:
         assert script.main([]) == 0
-    assert cuda.set_device_calls == [torch.device("cuda", 0)]
+    assert cuda.set_device_calls == []                      # the parent holds no context
     assert fresh.call_count == 2 * 3 + 4 * 2
     out = capsys.readouterr().out
     assert out.count("| 1.0 | 1.0 | 1.0 | 1.0 | 1.0 | 1.0 |") == 14
-    with fake_cuda(), mock.patch.object(script, "child", return_value=figures) as child:
+    with fake_cuda() as cuda, mock.patch.object(script, "child", return_value=figures) as child:
         assert script.main(["--device", "cuda:0", "--child", "dcgan", "1", "0"]) == 0
+    assert cuda.set_device_calls == [torch.device("cuda", 0)]
     child.assert_called_once_with("dcgan", [True, False], torch.device("cuda", 0))
     assert json.loads(capsys.readouterr().out) == figures

@@ -157,10 +157,12 @@ def main(argv=None) -> int:
         print(NO_CUDA)
         return 0
     device = cuda_device(args.device)
-    torch.cuda.set_device(device)
     if args.child:
+        torch.cuda.set_device(device)
         print(json.dumps(child(args.child, [bool(f) for f in args.flags], device)))
         return 0
+    # The parent allocates nothing on the GPU (no set_device, no tensor: no CUDA context of
+    # its own), so "device used" in a child counts that child (and whatever else runs there).
     print(header(device))
     print(alexnet_table(device, args.repeats), flush=True)
     print(dcgan_table(device, args.dcgan_repeats), flush=True)
