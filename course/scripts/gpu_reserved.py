@@ -14,7 +14,8 @@ of an earlier run is reused), repeated to show the figures are repeatable:
    the same layers) with the example's weight init, ``cudnn.benchmark = True``, BCELoss, Adam
    (lr 2e-4, betas 0.5, 0.999), batch 64 of random images (as its ``--dataset fake``), 3 full
    training steps as the example writes them; G's ReLU and D's LeakyReLU inplace True / False.
-   The peak is taken over the 3 steps (Adam's state included); "before" is after building.
+   The peak is taken over the 3 steps (Adam's state included, and the workspaces cuDNN tries
+   while ``benchmark`` picks its algorithms in the first step); "before" is after building.
 
 Columns: max_memory_allocated; peak - before; max_memory_reserved; memory_reserved at the end;
 "device used" = total - free from ``torch.cuda.mem_get_info()`` at the end (what nvidia-smi
