@@ -1,4 +1,4 @@
-"""Lesson 1, section 8.6: the in-place ReLU's memory effect as the CUDA caching allocator reports it.
+"""Lesson 1, section 8.6: the in-place ReLU's memory effect, as the CUDA allocator reports it.
 
 The lesson measures live tensor bytes on the CPU, exactly and deterministically. On a GPU, what
 people look at is the caching allocator: ``torch.cuda.max_memory_allocated()`` (the peak of the
@@ -17,8 +17,9 @@ input, library workspaces); "peak" is ``max_memory_allocated()`` during it. The 
 what cuDNN allocates as workspace, so they are not the lesson's CPU numbers. On a machine
 without CUDA the script prints one line and exits with status 0.
 
-The models are those of course/relu_memory.py (lesson 1, section 8; its appendix
-01a_relu_inplace_appendix.ipynb shows them); keep both in step.
+The models and batch sizes are imported from course/relu_memory.py (lesson 1, section 8; its
+appendix 01a_relu_inplace_appendix.ipynb shows them), so both measure the same networks.
+gpu_scale.py runs this measurement at larger batch sizes.
 """
 from __future__ import annotations
 
@@ -27,81 +28,10 @@ import gc
 import sys
 
 import torch
-import torch.nn as nn
-
-MiB = 2 ** 20
-
-
-class BasicBlock(nn.Module):
-    """torchvision's ResNet BasicBlock (no downsampling), as in lesson 1, section 7."""
-
-    def __init__(self, channels, inplace):
-        super().__init__()
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(channels)
-        self.relu = nn.ReLU(inplace=inplace)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(channels)
-
-    def forward(self, x):                       # as torchvision writes it
-        identity = x
-        out = self.conv1(x)
-        out = self.bn1(out)
-        out = self.relu(out)
-        out = self.conv2(out)
-        out = self.bn2(out)
-        out += identity
-        return self.relu(out)
-
-
-def mlp(inplace, d=256):
-    return nn.Sequential(nn.Linear(d, 4 * d), nn.ReLU(inplace), nn.Linear(4 * d, d))
-
-
-def alexnet_features(inplace):
-    def relu():
-        return nn.ReLU(inplace)
-    return nn.Sequential(
-        nn.Conv2d(3, 64, 11, 4, 2), relu(), nn.MaxPool2d(3, 2),
-        nn.Conv2d(64, 192, 5, padding=2), relu(), nn.MaxPool2d(3, 2),
-        nn.Conv2d(192, 384, 3, padding=1), relu(),
-        nn.Conv2d(384, 256, 3, padding=1), relu(),
-        nn.Conv2d(256, 256, 3, padding=1), relu(), nn.MaxPool2d(3, 2))
-
-
-def dcgan_generator(inplace, nz=100, ngf=64):
-    def up(cin, cout, stride, padding):
-        return [nn.ConvTranspose2d(cin, cout, 4, stride, padding, bias=False), nn.BatchNorm2d(cout),
-                nn.ReLU(inplace)]
-    return nn.Sequential(*up(nz, ngf * 8, 1, 0), *up(ngf * 8, ngf * 4, 2, 1), *up(ngf * 4, ngf * 2, 2, 1),
-                         *up(ngf * 2, ngf, 2, 1), nn.ConvTranspose2d(ngf, 3, 4, 2, 1, bias=False), nn.Tanh())
-
-
-def conv_bn_net(inplace, blocks=8, c=32):
-    layers = []
-    for i in range(blocks):
-        layers += [nn.Conv2d(3 if i == 0 else c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c),
-                   nn.ReLU(inplace)]
-    return nn.Sequential(*layers)
-
-
-def dcgan_discriminator(inplace, ndf=64):
-    def down(cin, cout):
-        return [nn.Conv2d(cin, cout, 4, 2, 1, bias=False), nn.BatchNorm2d(cout), nn.LeakyReLU(0.2, inplace)]
-    return nn.Sequential(nn.Conv2d(3, ndf, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace),
-                         *down(ndf, ndf * 2), *down(ndf * 2, ndf * 4), *down(ndf * 4, ndf * 8),
-                         nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False), nn.Sigmoid())
-
+from gpu_common import NO_CUDA, MiB, cuda_device, header, relu_memory
 
 # name -> (build(inplace), input shape): the lesson's models and batch sizes
-MODELS = {
-    "MLP": (mlp, (64, 256)),
-    "AlexNet features": (alexnet_features, (8, 3, 224, 224)),
-    "BasicBlock": (lambda inplace: BasicBlock(8, inplace), (4, 8, 16, 16)),
-    "DCGAN generator": (dcgan_generator, (4, 100, 1, 1)),
-    "8 x conv-BN-ReLU": (conv_bn_net, (8, 3, 32, 32)),
-    "DCGAN discriminator (LeakyReLU)": (dcgan_discriminator, (4, 3, 64, 64)),
-}
+MODELS = relu_memory.MODELS
 MODES = ("training", "no_grad")
 
 
@@ -113,9 +43,10 @@ def run(model, inp, mode):
             model(inp)
 
 
-def measure(name, inplace, mode, device):
-    """(allocated before the step, peak allocated during it, peak reserved, reserved after), in bytes."""
-    build, shape = MODELS[name]
+def measure(name, inplace, mode, device, models=None):
+    """(allocated before the step, peak allocated during it, peak reserved, reserved after),
+    in bytes, for models[name] (default: MODELS)."""
+    build, shape = (models or MODELS)[name]
     torch.manual_seed(0)
     model = build(inplace).to(device)
     inp = torch.randn(shape, device=device)
@@ -127,24 +58,25 @@ def measure(name, inplace, mode, device):
     before = torch.cuda.memory_allocated(device)
     run(model, inp, mode)
     torch.cuda.synchronize(device)
-    result = (before, torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device),
-              torch.cuda.memory_reserved(device))
+    result = (before, torch.cuda.max_memory_allocated(device),
+              torch.cuda.max_memory_reserved(device), torch.cuda.memory_reserved(device))
     del model, inp
     gc.collect()
     torch.cuda.empty_cache()
     return result
 
 
-def table(device):
+def table(device, models=None):
     rows = ["| model | mode | inplace | allocated before (MiB) | max_memory_allocated (MiB) "
             "| peak - before (MiB) | max_memory_reserved (MiB) | memory_reserved after (MiB) |",
             "|---|---|---|---:|---:|---:|---:|---:|"]
-    for name in MODELS:
+    for name in models or MODELS:
         for mode in MODES:
             for inplace in (False, True):
-                before, peak, max_reserved, reserved = measure(name, inplace, mode, device)
-                rows.append(f"| {name} | {mode} | {inplace} | {before / MiB:.2f} | {peak / MiB:.2f} "
-                            f"| {(peak - before) / MiB:.2f} | {max_reserved / MiB:.2f} | {reserved / MiB:.2f} |")
+                before, peak, max_reserved, reserved = measure(name, inplace, mode, device, models)
+                rows.append(f"| {name} | {mode} | {inplace} | {before / MiB:.2f} "
+                            f"| {peak / MiB:.2f} | {(peak - before) / MiB:.2f} "
+                            f"| {max_reserved / MiB:.2f} | {reserved / MiB:.2f} |")
     return "\n".join(rows)
 
 
@@ -153,11 +85,11 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda", help="CUDA device (default: cuda)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("No CUDA device: this script measures the CUDA caching allocator and has nothing to measure here.")
+        print(NO_CUDA)
         return 0
-    device = torch.device(args.device)
+    device = cuda_device(args.device)   # set_device refuses torch.device("cuda"): no index
     torch.cuda.set_device(device)
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(device)}\n")
+    print(header(device))
     print(table(device))
     return 0
 
