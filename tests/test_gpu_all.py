@@ -36,7 +36,7 @@ def test_every_script_has_a_limit_and_all_fit_in_6_minutes():
     assert list(script.LIMITS) == ["cuda_relu_memory", "gpu_zoo", "gpu_scale", "gpu_reserved",
                                    "gpu_autocast"]
     assert all((SCRIPTS / f"{name}.py").exists() for name in script.LIMITS)
-    assert sum(limit for _, limit in script.LIMITS.values()) <= 350
+    assert sum(limit for _, limit in script.LIMITS.values()) <= 420  # one run of the device tool: 7 min
 
 
 def test_main_on_a_faked_gpu(tmp_path, capsys):

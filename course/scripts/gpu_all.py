@@ -9,7 +9,7 @@ lesson's sizes), gpu_zoo.py (torchvision models; 5 timed steps after 2 warm-ups)
 and gpu_autocast.py (lesson 4's GAN step under autocast). Each script's stdout, markdown that
 starts with torch's version, the GPU, cuDNN's version and the date, goes to OUTDIR/NAME.md; its
 stderr, if any, to OUTDIR/NAME.stderr.txt; OUTDIR/index.md lists exit statuses and seconds.
-Progress goes to stdout. Each script has a time limit (LIMITS, 350 s in all); one that
+Progress goes to stdout. Each script has a time limit (LIMITS, 410 s in all); one that
 runs past it is stopped, keeps what it had written, and the next one runs. On one H100 or H200
 the whole run takes a few minutes. Without CUDA: one line, exit status 0. Exit status 1 if any
 script failed or was stopped.
@@ -31,7 +31,7 @@ LIMITS = {
     "cuda_relu_memory": ([], 30),
     "gpu_zoo": (["--steps", "5", "--warmup", "2"], 130),
     "gpu_scale": ([], 45),
-    "gpu_reserved": (["--repeats", "3", "--dcgan-repeats", "2"], 120),
+    "gpu_reserved": (["--repeats", "3", "--dcgan-repeats", "2"], 180),
     "gpu_autocast": ([], 25),
 }
 
