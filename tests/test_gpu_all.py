@@ -64,6 +64,6 @@ def test_main_on_a_faked_gpu(tmp_path, capsys):
     assert not (tmp_path / "gpu_zoo.stderr.txt").exists()
     index = (tmp_path / "index.md").read_text()
     assert index.startswith(f"torch {torch.__version__}, Fake GPU, ")
-    assert "| gpu_reserved.py | --repeats 3 --dcgan-repeats 2 | stopped after 120 s |" in index
+    assert "| gpu_reserved.py | --repeats 3 --dcgan-repeats 2 | stopped after 180 s |" in index
     assert "| gpu_autocast.py |  | 0 |" in index
     assert "some scripts failed" in capsys.readouterr().out
