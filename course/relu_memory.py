@@ -171,7 +171,7 @@ def print_peak_table(results):
         forward, backward = relu_steps(tracker)
         return str(all(tracker.timeline[b][1] >= tracker.timeline[f][1] for f, b in zip(forward, backward))
                    if forward else "-")
-    print("MiB above parameters + input, out of place -> in place")
+    print("CPU tracker, activation memory: MiB above parameters + input, out of place -> in place")
     print(f"{'model':32s}{'training: forward peak':>24s}{'training: peak':>18s}{'no_grad: peak':>18s}"
           f"{'no_grad: lower by':>19s}{'bwd >= bump':>13s}")
     for name in MODELS:
