@@ -35,9 +35,10 @@ import warnings
 
 import torch
 
-from . import observation, remote
+from . import remote
+from .wire import observation
 from .messages import CheckFailure, describe, fail
-from .observation import Foreign, TensorMeta
+from .wire.observation import Foreign, TensorMeta
 from .remote import Outcome, observe
 
 __all__ = [
@@ -106,7 +107,7 @@ def _type_name(value) -> str:
 
 def plain(value):
     """``value`` as the judge sees student values: exact built-in types, plain tensors (with
-    :func:`meta`), exceptions, :class:`~autograder.observation.Foreign` for anything else.
+    :func:`meta`), exceptions, :class:`~autograder.wire.observation.Foreign` for anything else.
 
     Values that already came from the student's process are returned as they are."""
     if _is_plain_tensor(value) and observation.meta_of(value) is not None:

@@ -8,7 +8,7 @@ proxy of the object where it lives. Calling one sends the call - the callable's 
 copy of the arguments - to the process that ran the student's cells; so does every other
 operation on a handle (an attribute, an index, ``next``, ``==``, ``len``, ``isinstance``: one
 of :data:`OPS`, by name). That process performs it and sends back an *observation*
-(:mod:`autograder.observation`): the value returned (plain data, or a handle to an object that
+(:mod:`autograder.wire.observation`): the value returned (plain data, or a handle to an object that
 stays there) or the exception raised, and the state afterwards of the objects it was given.
 The judge decodes it and the test goes on.
 
@@ -42,7 +42,7 @@ import pickle
 import sys
 import types
 
-from . import observation
+from .wire import observation
 
 CHANNEL = None      # set in the judge: .call(header: dict, payload: bytes) -> bytes
 EDITS = None        # set in the judge: () -> {name: DELETED | value}, the test's edits of student names

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 
-from autograder.grading.protocol import read_frame, write_frame
+from autograder.wire.frames import read_frame, write_frame
 from autograder.grading.sandbox import python_command
 
 

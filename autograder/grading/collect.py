@@ -35,7 +35,7 @@ import nbformat
 # nbgrader's student ids are folder names: only these are graded (the same rule as `autograder submit`)
 # (always with fullmatch: `$` would match before a trailing newline, "alice\n" being a second alice)
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-from .protocol import MAX_FILES_BYTES, MAX_NOTEBOOK_BYTES  # noqa: E402 - one place for the caps (the task frame's too)
+from autograder.wire.frames import MAX_FILES_BYTES, MAX_NOTEBOOK_BYTES  # noqa: E402 - one place for the caps (the task frame's too)
 
 
 @dataclass(frozen=True)

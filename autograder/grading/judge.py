@@ -1,7 +1,7 @@
 """On the host, outside the sandbox: the judge, the only process that decides a verdict.
 
 It never runs student code and never loads anything a student process sent except through
-:mod:`autograder.observation` (JSON, checked field by field). It runs the instructor's test
+:mod:`autograder.wire.observation` (JSON, checked field by field). It runs the instructor's test
 cells - taken from the course's source notebooks by the host, never from the sandbox - in a
 namespace where each name the student's notebook defines is a :class:`~autograder.remote.Remote`
 handle (a function or class: calling it is a request to the student's test process), a module
@@ -34,7 +34,7 @@ import sys
 import time
 import types
 
-from .protocol import read_frame, write_frame
+from autograder.wire.frames import read_frame, write_frame
 
 PROTO_IN, PROTO_OUT = 1021, 1022
 TEST_OUTPUT_KEEP = 50_000
@@ -90,7 +90,7 @@ def main():
         os.close(go_w)
         _, status = os.waitpid(pid, 0)
         # the largest peak resident memory of any submission's child so far (kB): the bounds of
-        # autograder.observation keep it near the warm parent's whatever a student process sends
+        # autograder.wire.observation keep it near the warm parent's whatever a student process sends
         import resource
 
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -98,7 +98,8 @@ def main():
 
 
 def warm_up(preload):
-    from autograder import observation, remote
+    from autograder import remote
+    from autograder.wire import observation
 
     uses_torch = any(name.split(".")[0] in ("torch", "autograder") for name in preload)
 
@@ -228,7 +229,7 @@ class Submission:
 
     def bind(self, names):
         """Bind the student's names for the next test (see the module docstring)."""
-        from autograder import observation
+        from autograder.wire import observation
         from autograder.remote import Remote, StudentProcessError
 
         if names is None:
@@ -262,7 +263,7 @@ class Submission:
         student's names (a function that updates a global list): the judge's namespace follows,
         as one kernel's would - except where the running test rebound or deleted the name itself.
         A value changed in place is changed in place here too (a test's alias sees it)."""
-        from autograder import observation
+        from autograder.wire import observation
         from autograder.remote import Remote
 
         if type(names) is not dict or len(names) > 2000:

@@ -151,7 +151,7 @@ def python_command(module="zygote") -> list[str]:
 def check_sandbox() -> None:
     """Raise SandboxError with a clear message unless a bubblewrap sandbox can run Python here."""
     try:
-        cmd = bwrap_command([sys.executable, "-s", "-E", "-c", "import autograder.grading.protocol"])
+        cmd = bwrap_command([sys.executable, "-s", "-E", "-c", "import autograder.wire.frames"])
     except SandboxError:
         raise
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from .protocol import ProtocolError, Timeout, read_frame, write_frame
+from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
 from .sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
 
 STARTUP_TIMEOUT = 600

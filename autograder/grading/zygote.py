@@ -33,7 +33,7 @@ import sys
 import time
 
 from . import student
-from .protocol import MAX_TASK, FrameReader, ProtocolError, read_body, read_frame, read_header, write_frame
+from autograder.wire.frames import MAX_TASK, FrameReader, ProtocolError, read_body, read_frame, read_header, write_frame
 
 PROTO_IN, PROTO_OUT = 1021, 1022
 OUTPUT_KEEP = 20_000        # characters of a cell's output kept
@@ -165,7 +165,8 @@ def _warm_up_torch(torch):
     training(torch)  # optimizers, 2-d layers, losses: what training-loop exercises use
     import pickle
 
-    from autograder import observation, probes, remote
+    from autograder import probes, remote
+    from autograder.wire import observation
 
     pickle.loads(remote._dumps((probes.T + 1, x, torch.relu_)))
     observation.dumps(observation.Encoder().encode((x, {"a": [1, 2.5, "s"]}, ValueError("w"))))
@@ -455,7 +456,7 @@ class Session:
             if not self.test_alive:
                 write_frame(PROTO_OUT, {"ev": "reply", "seq": msg.get("seq"), "status": "no-process"})
                 return
-            from .protocol import encode
+            from autograder.wire.frames import encode
 
             self.outgoing += encode(msg, body)
             self._flush_requests()

@@ -235,7 +235,7 @@ class Encoder:
                                            for k, v in self._items(list(value.items()))]}
         if self.plain_only:
             raise NotPlain(type(value).__name__)
-        from .checks import CallRecorder, TensorState
+        from autograder.checks import CallRecorder, TensorState
 
         if isinstance(value, TensorState):
             return {"$": "state", "values": self._tensor(value.values, depth + 1), "version": int(value.version),
@@ -458,7 +458,7 @@ class Decoder:
         if kind == "exception":
             return mirror_exception(node)
         if kind == "recorder":
-            from .checks import CallRecorder
+            from autograder.checks import CallRecorder
 
             rec = CallRecorder(None)
             for call in _list(node, "calls"):
@@ -477,7 +477,7 @@ class Decoder:
                 raise ObservationError("bad recorded call")
             return rec
         if kind == "state":
-            from .checks import TensorState
+            from autograder.checks import TensorState
 
             state = TensorState.__new__(TensorState)
             state.values = self._tensor(node.get("values"), depth + 1)
