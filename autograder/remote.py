@@ -41,6 +41,7 @@ import os
 import pickle
 import sys
 import types
+import warnings
 
 from .wire import observation
 
@@ -360,8 +361,6 @@ def _local(fn, args, kwargs, tracked):
     """One kernel: call directly; turn what came back into what the grader would see."""
     import torch
 
-    from .checks import quiet
-
     arrival = {id(o): o._version for o in tracked if isinstance(o, torch.Tensor)}
     error = value = None
     captured = io.StringIO()
@@ -555,10 +554,10 @@ def _rebuild_tensor(data, requires_grad, grad, parameter):
 
 def _has_state(obj) -> bool:
     # (a module not loaded here cannot have made obj: a tensor arrives with torch, a recorder with the checks)
-    torch, checks = sys.modules.get("torch"), sys.modules.get("autograder.checks")
+    torch, recorder = sys.modules.get("torch"), observation.registered("recorder")
     if torch is not None and isinstance(obj, (torch.Tensor, torch.nn.Module)):
         return True
-    return checks is not None and isinstance(obj, checks.CallRecorder)
+    return recorder is not None and isinstance(obj, recorder)
 
 
 def _walk(roots):
@@ -569,13 +568,13 @@ def _walk(roots):
     defaults and the globals their code uses (a student's name there makes the call a remote one,
     and :func:`_dumps` refuses it)."""
     # (types of modules not loaded here cannot occur: a course without torch never imports it)
-    torch, checks = sys.modules.get("torch"), sys.modules.get("autograder.checks")
+    torch, recorder = sys.modules.get("torch"), observation.registered("recorder")
     kept = (BaseException, types.FunctionType)
     if torch is not None:
         kept += (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)
-    if checks is not None:
-        kept += (checks.CallRecorder,)
-    CallRecorder = checks.CallRecorder if checks is not None else ()
+    if recorder is not None:
+        kept += (recorder,)
+    CallRecorder = recorder if recorder is not None else ()
     probes = sys.modules.get("autograder.probes")
     ProbeFn = (probes.Fn, probes.Expr) if probes is not None else ()
     Module = torch.nn.Module if torch is not None else ()
@@ -680,8 +679,6 @@ def serve_call(header: dict, payload: bytes, out_fd: int = 1, err_fd: int = 2) -
     saved = _apply_edits(edits)
     try:
         if header.get("quiet"):
-            from .checks import quiet
-
             with quiet() as warnings_seen:
                 value = fn(*args, **kwargs)
         else:
@@ -781,6 +778,23 @@ def _read_from(fd, start) -> str:
     if end - start > CALL_OUTPUT_KEEP:
         text += f"\n... [{end - start - CALL_OUTPUT_KEEP} more bytes]\n"
     return text
+
+
+@contextlib.contextmanager
+def quiet():
+    """Run student code without letting warnings or stderr output reach the cell output.
+
+    Yields a ``list`` that collects the warning messages, in case a test wants them.
+    """
+    caught: list[str] = []
+    buffer = io.StringIO()
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        with contextlib.redirect_stderr(buffer), quiet_depth():
+            try:
+                yield caught
+            finally:
+                caught.extend(str(r.message) for r in records)
 
 
 @contextlib.contextmanager
