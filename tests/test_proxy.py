@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from autograder import remote
+from autograder.remote import client as remote
 
 STUDENT = '''
 import numpy as np
@@ -184,7 +184,7 @@ def test_a_tests_objects_never_travel_by_a_student_name(tmp_path):
     out = _judge_run('''
 import json
 from autograder.grading import judge
-from autograder import remote
+from autograder.remote import client as remote
 sub = judge.Submission([])
 sub.bind({"expected": {"kind": "value", "value": None}, "reference": {"kind": "callable", "classes": []},
           "helper": {"kind": "callable", "classes": []}, "other": {"kind": "callable", "classes": []},

@@ -98,7 +98,7 @@ def main():
 
 
 def warm_up(preload):
-    from autograder import remote
+    from autograder.remote import client as remote
     from autograder.wire import observation
 
     uses_torch = any(name.split(".")[0] in ("torch", "autograder") for name in preload)
@@ -131,7 +131,7 @@ class Channel:
     """The judge's end of calls into student code (:data:`autograder.remote.CHANNEL`)."""
 
     def call(self, header: dict, payload: bytes) -> bytes:
-        from autograder.remote import StudentProcessError
+        from autograder.remote.client import StudentProcessError
 
         write_frame(PROTO_OUT, dict(header, op="call"), payload)
         reply, body = read_frame(PROTO_IN)
@@ -183,7 +183,7 @@ class Submission:
     """The judge's view of one notebook: its tests, run in order in one namespace."""
 
     def __init__(self, tests):
-        from autograder import remote
+        from autograder.remote import client as remote
 
         remote.CHANNEL = Channel()
         remote.EDITS = self.edits
@@ -199,7 +199,7 @@ class Submission:
         test binds under a name the student's notebook also defines (``expected = ...`` when the
         student has a global ``expected``) stays here, in the judge - a test's objects travel only
         as the arguments of a call."""
-        from autograder.remote import DELETED, Remote
+        from autograder.remote.client import DELETED, Remote
 
         out = {}
         for name, value in self.bound.items():
@@ -230,7 +230,7 @@ class Submission:
     def bind(self, names):
         """Bind the student's names for the next test (see the module docstring)."""
         from autograder.wire import observation
-        from autograder.remote import Remote, StudentProcessError
+        from autograder.remote.client import Remote, StudentProcessError
 
         if names is None:
             names = {}
@@ -264,7 +264,7 @@ class Submission:
         as one kernel's would - except where the running test rebound or deleted the name itself.
         A value changed in place is changed in place here too (a test's alias sees it)."""
         from autograder.wire import observation
-        from autograder.remote import Remote
+        from autograder.remote.client import Remote
 
         if type(names) is not dict or len(names) > 2000:
             raise observation.ObservationError("bad names")
@@ -289,7 +289,7 @@ class Submission:
 
     def run_test(self, k, names):
         from autograder.messages import CheckFailure  # noqa: F401 - (imported for its side effects: none)
-        from autograder.remote import StudentProcessError
+        from autograder.remote.client import StudentProcessError
 
         PROBLEMS.clear()
         started = time.perf_counter()

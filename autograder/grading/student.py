@@ -255,7 +255,7 @@ def _exit_code(status):
 
 def serve(shell, restorer):
     """The test process: answer the judge's requests, in order, until killed."""
-    from autograder import remote
+    from autograder.remote import client as remote
 
     remote.NAMESPACE = shell.user_ns
     remote.CHANNEL = None

@@ -194,7 +194,7 @@ def throw(error):
 def student(name):
     """The object the student's notebook binds to ``name``, looked up now, where this runs: the
     student's process under the grader, the notebook's own namespace in one kernel."""
-    from autograder import remote
+    from autograder.remote import client as remote
 
     if remote.CHANNEL is not None:
         raise RuntimeError(f"a probe that uses the student's {name!r} runs where the student's code runs: "

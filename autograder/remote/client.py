@@ -43,7 +43,7 @@ import sys
 import types
 import warnings
 
-from .wire import observation
+from autograder.wire import observation
 
 CHANNEL = None      # set in the judge: .call(header: dict, payload: bytes) -> bytes
 EDITS = None        # set in the judge: () -> {name: DELETED | value}, the test's edits of student names

@@ -1,0 +1,1 @@
+"""Calls into student code: see :mod:`.client`."""
