@@ -32,11 +32,11 @@ import sys
 
 import torch
 
-from .remote import client as remote
+from . import remote
 from .wire import observation
 from .messages import CheckFailure, describe, fail
 from .wire.observation import Foreign, TensorMeta
-from .remote.client import Outcome, observe, quiet
+from .remote import Outcome, observe, quiet
 
 __all__ = [
     "observe",
@@ -79,7 +79,7 @@ _DisableTorchFunction = torch._C.DisableTorchFunction
 
 def _type_name(value) -> str:
     """The class name a message shows: for the judge's proxy of a student's object, the object's."""
-    remote = sys.modules.get("autograder.remote.client")
+    remote = sys.modules.get("autograder.remote")
     if remote is not None and type(value) is remote.Remote:
         return str(value._info.get("type") or "object").rsplit(".", 1)[-1]
     return type(value).__name__

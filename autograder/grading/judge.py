@@ -98,7 +98,7 @@ def main():
 
 
 def warm_up(preload):
-    from autograder.remote import client as remote
+    from autograder import remote
     from autograder.wire import observation
 
     uses_torch = any(name.split(".")[0] in ("torch", "autograder") for name in preload)
@@ -110,7 +110,7 @@ def warm_up(preload):
             print(f"judge preload {name}: {exc!r}", file=sys.stderr)
     if not uses_torch:  # a course without torch: the judge never needs it
         observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode([1.5, "s"]))))
-        remote._dumps((len, [1]))
+        remote.dumps_call((len, [1]))
         return
     import torch
 
@@ -124,14 +124,14 @@ def warm_up(preload):
     observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode((x, [1.5])))))
     from autograder import probes
 
-    remote._dumps((probes.T + 1, x, torch.relu_))
+    remote.dumps_call((probes.T + 1, x, torch.relu_))
 
 
 class Channel:
-    """The judge's end of calls into student code (:data:`autograder.remote.CHANNEL`)."""
+    """The judge's end of calls into student code (the channel of its :class:`autograder.remote.Link`)."""
 
     def call(self, header: dict, payload: bytes) -> bytes:
-        from autograder.remote.client import StudentProcessError
+        from autograder.remote import StudentProcessError
 
         write_frame(PROTO_OUT, dict(header, op="call"), payload)
         reply, body = read_frame(PROTO_IN)
@@ -183,11 +183,9 @@ class Submission:
     """The judge's view of one notebook: its tests, run in order in one namespace."""
 
     def __init__(self, tests):
-        from autograder.remote import client as remote
+        from autograder import remote
 
-        remote.CHANNEL = Channel()
-        remote.EDITS = self.edits
-        remote.REBIND = self.rebind
+        remote.connect(remote.Link(Channel(), edits=self.edits, rebind=self.rebind))
         self.tests = tests
         self.compiled = [compile_test(t["source"], t["id"]) for t in tests]
         self.ns = {"__name__": "__main__", "__builtins__": builtins}
@@ -199,7 +197,7 @@ class Submission:
         test binds under a name the student's notebook also defines (``expected = ...`` when the
         student has a global ``expected``) stays here, in the judge - a test's objects travel only
         as the arguments of a call."""
-        from autograder.remote.client import DELETED, Remote
+        from autograder.remote import DELETED, Remote
 
         out = {}
         for name, value in self.bound.items():
@@ -230,7 +228,7 @@ class Submission:
     def bind(self, names):
         """Bind the student's names for the next test (see the module docstring)."""
         from autograder.wire import observation
-        from autograder.remote.client import Remote, StudentProcessError
+        from autograder.remote import Remote, StudentProcessError
 
         if names is None:
             names = {}
@@ -264,7 +262,7 @@ class Submission:
         as one kernel's would - except where the running test rebound or deleted the name itself.
         A value changed in place is changed in place here too (a test's alias sees it)."""
         from autograder.wire import observation
-        from autograder.remote.client import Remote
+        from autograder.remote import Remote
 
         if type(names) is not dict or len(names) > 2000:
             raise observation.ObservationError("bad names")
@@ -289,7 +287,7 @@ class Submission:
 
     def run_test(self, k, names):
         from autograder.messages import CheckFailure  # noqa: F401 - (imported for its side effects: none)
-        from autograder.remote.client import StudentProcessError
+        from autograder.remote import StudentProcessError
 
         PROBLEMS.clear()
         started = time.perf_counter()

@@ -8,7 +8,7 @@ the zygote tells the main line to go on:
 
 * ``begin`` - a test starts: restore what the cells replaced in torch and ``autograder``
   (never what they added), and report the names the notebook defines (:func:`names_report`);
-* ``call`` - perform one call into student code (:func:`autograder.remote.serve_call`) and
+* ``call`` - perform one call into student code (:meth:`autograder.remote.Server.serve_call`) and
   reply with the observation.
 
 A notebook graded in one kernel (:mod:`.calibrate`) has no test processes: its test cells come as
@@ -255,10 +255,9 @@ def _exit_code(status):
 
 def serve(shell, restorer):
     """The test process: answer the judge's requests, in order, until killed."""
-    from autograder.remote import client as remote
+    from autograder import remote
 
-    remote.NAMESPACE = shell.user_ns
-    remote.CHANNEL = None
+    server = remote.Server(shell.user_ns)
     reader = FrameReader()
     while True:
         try:  # (the descriptor is shared with the zygote, which keeps it non-blocking)
@@ -279,7 +278,7 @@ def serve(shell, restorer):
             if op == "begin":
                 restored = restorer.restore()
                 names = names_report(shell.user_ns)
-                remote.NAMES_CHANGED = _Names(shell.user_ns, names).changed
+                server.names_changed = _Names(shell.user_ns, names).changed
                 reply = {"seq": seq, "names": names, "restored": restored[:20]}
                 torch = sys.modules.get("torch")
                 if torch is not None:  # a default dtype set in a cell: the test sees it too, as in one kernel
@@ -287,7 +286,7 @@ def serve(shell, restorer):
                 write_frame(REP_FD, reply)
             elif op == "call":
                 try:
-                    data = remote.serve_call(header, body)
+                    data = server.serve_call(header, body)
                 except BaseException as exc:  # noqa: BLE001 - e.g. the arguments did not unpickle
                     from autograder.wire import observation
 

@@ -115,7 +115,7 @@ def warm_up(config):
     if any(n.split(".")[0] in ("torch", "autograder") for n in config.get("preload", [])):
         import autograder.checks  # noqa: F401 - what this course's tests import (and torch); probes use it
     import autograder.probes  # noqa: F401 - what the judge's calls name (by reference)
-    import autograder.remote.client  # noqa: F401
+    import autograder.remote  # noqa: F401
 
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -165,11 +165,10 @@ def _warm_up_torch(torch):
     training(torch)  # optimizers, 2-d layers, losses: what training-loop exercises use
     import pickle
 
-    from autograder import probes
-    from autograder.remote import client as remote
+    from autograder import probes, remote
     from autograder.wire import observation
 
-    pickle.loads(remote._dumps((probes.T + 1, x, torch.relu_)))
+    pickle.loads(remote.dumps_call((probes.T + 1, x, torch.relu_)))
     observation.dumps(observation.Encoder().encode((x, {"a": [1, 2.5, "s"]}, ValueError("w"))))
 
 
