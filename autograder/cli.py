@@ -12,7 +12,7 @@ import sys
 # module path of each subcommand, in the order shown by --help
 SUBCOMMANDS = [
     "autograder.grading.command",
-    "autograder.grading.zipcollect",
+    "autograder.grading.intake.zipcollect",
     "autograder.selfcheck",
     "autograder.progress",
     "autograder.submit",

@@ -11,11 +11,11 @@ from __future__ import annotations
 import subprocess
 
 from autograder.wire.frames import read_frame, write_frame
-from autograder.grading.sandbox import python_command
+from autograder.grading.host.sandbox import python_command
 
 
 def test_child_frame_always_precedes_ready():
-    proc = subprocess.Popen(python_command("judge"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(python_command("host.judge"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     to_judge, from_judge = proc.stdin.fileno(), proc.stdout.fileno()
     try:

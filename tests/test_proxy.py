@@ -160,7 +160,7 @@ def test_student_module_names_import_nothing(tmp_path):
     (tmp_path / "test_planted.py").write_text(f"open({str(tmp_path / 'planted-ran')!r}, 'w').close()\n")
     out = _judge_run('''
 import json, sys
-from autograder.grading import judge
+from autograder.grading.host import judge
 sub = judge.Submission([])
 names = {"a": "unittest.__main__", "b": "IPython.__main__", "c": "antigravity", "d": "tabnanny", "e": "os",
          "f": "__main__", "g": "test_planted", "h": "this"}
@@ -183,7 +183,7 @@ def test_a_tests_objects_never_travel_by_a_student_name(tmp_path):
     in the judge; a call carries only deletions and the student's own handles."""
     out = _judge_run('''
 import json
-from autograder.grading import judge
+from autograder.grading.host import judge
 from autograder import remote
 sub = judge.Submission([])
 sub.bind({"expected": {"kind": "value", "value": None}, "reference": {"kind": "callable", "classes": []},

@@ -60,7 +60,7 @@ class NotebookMode:
 
 def source_submission(source_nb):
     """The instructor's source notebook as a submission (its solution cells as the student's)."""
-    from .collect import Submission, _extra_files, plan
+    from autograder.grading.intake.collect import Submission, _extra_files, plan
 
     items, layout = plan(source_nb, source_nb.nb)
     return Submission(SOURCE_STUDENT, source_nb.assignment, source_nb.name, source_nb.path, source_nb,
@@ -162,7 +162,7 @@ class Calibration:
     def rows_for(self, sub, result, error=None):
         """:func:`.report.rows_for` (``result`` already through :meth:`result`); in-kernel rows
         that ran say so."""
-        from .report import rows_for
+        from autograder.grading.results.report import rows_for
 
         rows = rows_for(sub, result, error)
         if self.mode(sub) == KERNEL and not sub.status:
@@ -188,7 +188,7 @@ class Calibration:
     def calibrate(self, assignments, run, limits, imports) -> "Calibration":
         """Grade every source notebook of ``assignments``; ``run(tasks, on_result)`` grades tasks
         (the pool that grades the class)."""
-        from .config import judge_cannot_run
+        from autograder.grading.config import judge_cannot_run
 
         started = time.monotonic()
         # calibration asks "does the judge grade the solution right?", not "is it fast enough?": a tight

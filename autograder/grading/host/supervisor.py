@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
-from .sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
+from autograder.grading.host.sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
 
 STARTUP_TIMEOUT = 600
 JUDGE_MEMORY = 2 << 30  # beyond its warm size, when no --memory-limit is given
@@ -119,14 +119,14 @@ class Supervisor:
         info_r = info_w = None
         if self.sandbox:
             info_r, info_w = os.pipe()
-            cmd = bwrap_command(python_command("zygote"), info_fd=info_w)
+            cmd = bwrap_command(python_command("inside.zygote"), info_fd=info_w)
             tmp = sandbox_tmp()
             config = {"sandboxed": True, "scratch": f"{tmp}/work", "outdir": f"{tmp}/out", "home": f"{tmp}/home",
                       "tmp": tmp}
             env = cwd = None
         else:
             self._tmp = tempfile.mkdtemp(prefix="autograder-nosandbox-")
-            cmd = python_command("zygote")
+            cmd = python_command("inside.zygote")
             config = {"sandboxed": False, "scratch": f"{self._tmp}/work", "outdir": f"{self._tmp}/out",
                       "home": f"{self._tmp}/home", "tmp": self._tmp}
             env = dict(os.environ, **sandbox_env(home=config["home"], tmp=self._tmp))
@@ -164,7 +164,7 @@ class Supervisor:
     def _spawn_judge(self):
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    MPLBACKEND="Agg")
-        self.judge = _Process(python_command("judge"), self._log("judge-"), env=env,
+        self.judge = _Process(python_command("host.judge"), self._log("judge-"), env=env,
                               cwd=tempfile.gettempdir())
         try:
             self.judge.send({"preload": self.judge_preload})

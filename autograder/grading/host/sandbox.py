@@ -144,7 +144,9 @@ def sandbox_env(home: str, tmp: str) -> dict:
     }
 
 
-def python_command(module="zygote") -> list[str]:
+def python_command(module="inside.zygote") -> list[str]:
+    """The Python command line that runs ``autograder.grading.<module>``'s ``main()`` (the zygote
+    under bwrap, the judge on the host)."""
     return [sys.executable, "-s", "-E", "-c", f"from autograder.grading.{module} import main; main()"]
 
 
