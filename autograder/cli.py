@@ -15,7 +15,7 @@ SUBCOMMANDS = [
     "autograder.grading.intake.zipcollect",
     "autograder.selfcheck",
     "autograder.progress",
-    "autograder.submit",
+    "autograder.learner.submit",
     "autograder.figures",
 ]
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .course import REPO, graded_cells, owner
-from .selfcheck import FAIL, PASS, TODO, SelfCheckError, read_notebook
+from .learner.selfcheck import FAIL, PASS, TODO, SelfCheckError, read_notebook
 
 __all__ = ["NO_SOLUTIONS", "FullReport", "TestResult", "grade_notebook", "grade_notebooks", "install_command"]
 
