@@ -1,4 +1,4 @@
-"""The judge's channel keeps its documented order (autograder/grading/judge.py): after "begin",
+"""The judge's channel keeps its documented order (autograder/grading/host/judge.py): after "begin",
 the parent's {"ev": "child"} comes before its forked child's {"ev": "ready"}.
 
 Both processes write into one channel. A submission with no tests for the judge (a notebook

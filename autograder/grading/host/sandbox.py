@@ -1,4 +1,4 @@
-"""Sandboxes: a bubblewrap container around a warm Python (the zygote, :mod:`.zygote`).
+"""Sandboxes: a bubblewrap container around a warm Python (the zygote, :mod:`autograder.grading.inside.zygote`).
 
 Each worker (:mod:`.supervisor`) owns one ``bwrap`` sandbox, started once and reused for many
 submissions:

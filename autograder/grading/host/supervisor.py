@@ -274,7 +274,7 @@ class _Run:
     def run(self):
         self.j.send({"op": "begin", "tests": self.task["tests"]})
         self._judge_started()
-        # the submission travels in the frame's body (as large as intake accepts, protocol.MAX_TASK),
+        # the submission travels in the frame's body (as large as intake accepts, frames.MAX_TASK),
         # which the zygote never reads: the submission's own relay process does
         zy_task = {"items": self.task["items"], "files": self.task.get("files", []),
                    "tests": [{"id": t["id"]} for t in self.task["tests"]]}

@@ -1,6 +1,6 @@
 """Inside the sandbox: the zygote, a warm Python that never runs student code.
 
-Started by :mod:`.sandbox` as ``python -c ...zygote.main()`` inside bubblewrap. It imports
+Started by :mod:`autograder.grading.host.sandbox` as ``python -c ...zygote.main()`` inside bubblewrap. It imports
 torch, IPython, matplotlib and the course's checks once and warms them up; then, for each
 submission the host sends, it forks a *student process* (:mod:`.student`) in a pid namespace
 of its own and relays, frame by frame, between the host's supervisor and that submission's
