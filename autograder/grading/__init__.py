@@ -29,6 +29,7 @@ and the pipeline steps around them (like nbgrader's preprocessors):
 * :mod:`.results.feedback`  - one HTML page per student and assignment, without hidden test source;
 * :mod:`.results.report`    - ``grades.csv``, the progress bar and the summary;
 * :mod:`.config`    - the course's nbgrader configuration, and what the judge cannot run;
+* :mod:`.status`    - the statuses of a row (:class:`~.status.Status`) and every text about them;
 * :mod:`.calibrate` - grades each source notebook first: the judge grades a notebook only if the
   solution gets full marks there; otherwise the notebook is graded in one kernel (``in-kernel``);
 * :mod:`.command`   - the command line (``autograder grade``);
@@ -40,27 +41,8 @@ observations); calls into student code are :mod:`autograder.remote`.
 Every graded test cell of every submission gets one row with one of these statuses:
 """
 
-STATUSES = {
-    "ok": "the test ran; the score is its result (full points, nbgrader's partial credit, or 0 "
-          "if it raised or wrote to stderr)",
-    "in-kernel": "graded as stock nbgrader grades it, in one process with the student's code (a notebook "
-                 "whose tests the judge cannot run as one kernel would: see calibration.txt); the score is as "
-                 "trustworthy as stock nbgrader's",
-    "timeout": "the test, or a cell before it, ran past the time limit (it was killed); score 0",
-    "kernel-died": "the process running the test, or the student's cells before it, exited or "
-                   "crashed (os._exit, a fatal signal); score 0",
-    "memory-limit": "the test, or a cell before it, ran out of the memory limit; score 0",
-    "output-limit": "the test, or a cell before it, wrote more output than the limit; score 0",
-    "tampered": "the student's process answered with something no honest process produces (an "
-                "observation that breaks the format, garbage on the grader's channels): score 0 for "
-                "the test it happened in; on the control channel every row is flagged",
-    "invalid-notebook": "the file is not a readable notebook (bad JSON, not nbformat, too large, nested too "
-                        "deeply, not a regular file) or is behind a symbolic link (never followed); score 0",
-    "missing-notebook": "the assignment folder has no notebook of that name; score 0",
-    "refused": "not graded: the student folder's name is not a usable student id (nothing in it was read, "
-               "no feedback or gradebook entry is written); score 0",
-    "grader-error": "the grader itself failed on this submission (a bug or a broken sandbox; "
-                    "the command exits non-zero); score 0",
-}
+from .status import Status  # noqa: E402 - the statuses and their texts, in one place
+
+STATUSES = {s.value: s.meaning for s in Status}
 
 __doc__ += "\n".join(f"\n* ``{name}`` - {text}" for name, text in STATUSES.items())

@@ -27,6 +27,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from autograder.grading.status import OF_CELL
+
 SOURCE_STUDENT = "instructor-source"
 KERNEL = "in-kernel"
 JUDGE = "judge"
@@ -93,10 +95,6 @@ def kernel_result(sub, result):
                 tests=tests)
 
 
-STATUS_OF_CELL = {"timeout": "timeout", "memory-limit": "memory-limit", "output-limit": "output-limit",
-                  "died": "kernel-died"}
-
-
 def _verdict(test, c) -> dict:
     """One test cell's outcome (untrusted data from the student's process) scored as nbgrader scores it."""
     from nbformat.v4 import new_code_cell, new_output
@@ -106,8 +104,8 @@ def _verdict(test, c) -> dict:
         return {"passed": False, "status": "not-run"}
     output = c.get("output") if isinstance(c.get("output"), str) else ""
     status = c.get("status")
-    if status in STATUS_OF_CELL:
-        return {"passed": False, "status": STATUS_OF_CELL[status], "output": output,
+    if status in OF_CELL:
+        return {"passed": False, "status": OF_CELL[status], "output": output,
                 "message": {"timeout": "the test ran past the time limit and was interrupted",
                             "died": "the notebook's process died during the test"}.get(status, "")
                 or (c.get("error") or "")[:1500]}

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
+from autograder.grading.status import CALL_TEXT
 from autograder.grading.host.sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
 
 STARTUP_TIMEOUT = 600
@@ -371,7 +372,7 @@ class _Run:
                 reply, body = self._reply(header["seq"], deadline)
                 if reply.get("status"):
                     status = reply["status"]
-                    self.j.send({"ev": "reply", "status": status, "message": _STATUS_TEXT.get(status, status)})
+                    self.j.send({"ev": "reply", "status": status, "message": CALL_TEXT.get(status, status)})
                 else:
                     self.j.send({"ev": "reply"}, body)
             elif frame.get("ev") == "child-exit":  # the judge's child crashed: a grader bug
@@ -480,15 +481,6 @@ class _Seq:
 
     def __next__(self):
         return secrets.randbits(62)
-
-
-_STATUS_TEXT = {
-    "timeout": "the call into student code ran past the time limit and was stopped",
-    "kernel-died": "the student's process exited or crashed during the call",
-    "output-limit": "the student's process wrote more output than the limit",
-    "tampered": "the student's process sent an answer that cannot be genuine",
-    "no-process": "the student's process is gone",
-}
 
 
 def _read_info(fd):
