@@ -12,10 +12,10 @@ import sys
 # module path of each subcommand, in the order shown by --help
 SUBCOMMANDS = [
     "autograder.grading.command",
-    "autograder.grading.zipcollect",
+    "autograder.grading.intake.zipcollect",
     "autograder.selfcheck",
     "autograder.progress",
-    "autograder.submit",
+    "autograder.learner.submit",
     "autograder.figures",
 ]
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .course import REPO, graded_cells, owner
-from .selfcheck import FAIL, PASS, TODO, SelfCheckError, read_notebook
+from .learner.selfcheck import FAIL, PASS, TODO, SelfCheckError, read_notebook
 
 __all__ = ["NO_SOLUTIONS", "FullReport", "TestResult", "grade_notebook", "grade_notebooks", "install_command"]
 
@@ -128,7 +128,7 @@ def _num(x: float) -> str:
 
 
 def _course(course_root):
-    from .grading.collect import Course
+    from .grading.intake.collect import Course
 
     root = Path(course_root) if course_root is not None else REPO
     if not (root / "solutions").is_dir():
@@ -137,7 +137,7 @@ def _course(course_root):
 
 
 def _require_sandbox():
-    from .grading.sandbox import SandboxError, check_sandbox
+    from .grading.host.sandbox import SandboxError, check_sandbox
 
     if shutil.which("bwrap") is None:
         raise SelfCheckError("bubblewrap (the grading sandbox) is not installed here: install it with\n\n"
@@ -167,7 +167,7 @@ def _source_for(course, nb, path: Path):
 
 
 def _submission(course, path: Path):
-    from .grading.collect import Submission, _extra_files, plan, read_student_notebook
+    from .grading.intake.collect import Submission, _extra_files, plan, read_student_notebook
 
     path = Path(path)
     nb = read_notebook(path)  # clear messages for the learner: missing, not JSON, not an exercise
@@ -187,10 +187,10 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
 
     Raises :class:`SelfCheckError` when it cannot run at all (no solutions/, no sandbox, a
     notebook that is not an exercise)."""
-    from .grading import feedback
+    from .grading.results import feedback
     from .grading.calibrate import Calibration
-    from .grading.sandbox import WorkerFailure, parse_size
-    from .grading.scheduler import LocalPool
+    from .grading.host.sandbox import WorkerFailure, parse_size
+    from .grading.host.scheduler import LocalPool
 
     course = _course(course_root)
     subs = [_submission(course, Path(p)) for p in paths]

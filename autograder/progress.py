@@ -95,7 +95,7 @@ def _not_started(nb) -> bool:
 def progress_report(exercises=None, course_root=None) -> tuple[list, list]:
     """``(rows, notes)``: an :class:`ExerciseProgress` per exercise notebook, and notes to print."""
     from .fullcheck import NO_SOLUTIONS, grade_notebooks
-    from .selfcheck import SelfCheckError, read_notebook, run_visible_tests
+    from .learner.selfcheck import SelfCheckError, read_notebook, run_visible_tests
 
     exercises = _exercises_folder(exercises)
     root = _course_root(course_root)
@@ -155,7 +155,7 @@ def progress_text(exercises=None, course_root=None, shown=None) -> str:
 
 def progress(exercises=None, course=None) -> None:
     """Print the progress of the saved exercise notebooks in ``exercises`` (a folder)."""
-    from .selfcheck import SelfCheckError
+    from .learner.selfcheck import SelfCheckError
 
     if os.environ.get("NBGRADER_EXECUTION"):
         print("Progress skipped: nbgrader is running this notebook.")
@@ -185,7 +185,7 @@ def add_parser(subparsers):
 
 
 def _main(args) -> int:
-    from .selfcheck import SelfCheckError
+    from .learner.selfcheck import SelfCheckError
 
     try:
         print(progress_text(args.exercises, args.course,

@@ -37,7 +37,7 @@ import nbformat
 import pytest
 
 from autograder.course import graded_cells, owner
-from autograder.grading.collect import read_source
+from autograder.grading.intake.collect import read_source
 from autograder.selfcheck import is_selfcheck_cell
 from exercise_answers import filled_release, reference_answers
 

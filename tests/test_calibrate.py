@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from autograder.grading import calibrate
-from autograder.grading import collect
-from autograder.grading.collect import Submission, read_source
+from autograder.grading.intake import collect
+from autograder.grading.intake.collect import Submission, read_source
 
 STATS101 = Path(__file__).parent / "fixtures" / "courses" / "stats101" / "instructor" / "hw1" / "hw1.ipynb"
 

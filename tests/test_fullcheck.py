@@ -19,7 +19,7 @@ import pytest
 
 from autograder.course import EXERCISES, FIXTURE_SUBMISSIONS, SOLUTIONS, assignments
 from autograder.fullcheck import NO_SOLUTIONS
-from autograder.grading.collect import read_source
+from autograder.grading.intake.collect import read_source
 from autograder.selfcheck import check
 from exercise_answers import filled_release, reference_answers
 

@@ -34,7 +34,7 @@ from autograder.course import (
     fixture_cases,
     notebooks,
 )
-from autograder.grading.collect import read_source
+from autograder.grading.intake.collect import read_source
 
 GRADING = Path(__file__).parent / "fixtures" / "grading"
 EXERCISE = "01_relu_inplace"  # the hostile fixtures are built on exercise 1

@@ -1,4 +1,4 @@
-"""The judge's channel keeps its documented order (autograder/grading/judge.py): after "begin",
+"""The judge's channel keeps its documented order (autograder/grading/host/judge.py): after "begin",
 the parent's {"ev": "child"} comes before its forked child's {"ev": "ready"}.
 
 Both processes write into one channel. A submission with no tests for the judge (a notebook
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import subprocess
 
-from autograder.grading.protocol import read_frame, write_frame
-from autograder.grading.sandbox import python_command
+from autograder.wire.frames import read_frame, write_frame
+from autograder.grading.host.sandbox import python_command
 
 
 def test_child_frame_always_precedes_ready():
-    proc = subprocess.Popen(python_command("judge"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(python_command("host.judge"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     to_judge, from_judge = proc.stdin.fileno(), proc.stdout.fileno()
     try:

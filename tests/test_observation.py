@@ -1,4 +1,4 @@
-"""autograder.observation: what the host parses from the sandbox is bounded before allocation,
+"""autograder.wire.observation: what the host parses from the sandbox is bounded before allocation,
 and its text is safe for UTF-8 (the decoding half of grading v3, issue 17 item 3)."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from autograder import observation
-from autograder.grading import protocol
+from autograder.wire import observation
+from autograder.wire import frames as protocol
 
 
 def test_too_many_values_are_refused_before_parsing():

@@ -1,5 +1,5 @@
 """autograder.remote.Remote, the judge's proxy of a student's object, against the student side
-run in this process (the channel calls serve_call directly): what a test cell does to a handle
+run in this process (the channel calls a Server's serve_call directly): what a test cell does to a handle
 behaves as in one kernel (grading v3, issue 17 item 4). End to end: tests/test_fidelity_course.py."""
 from __future__ import annotations
 
@@ -49,15 +49,15 @@ def student():
     ns = {}
     exec(STUDENT, ns)
 
+    server = remote.Server(ns)
+
     class Channel:
         def call(self, header, payload):
-            return remote.serve_call(header, payload)
+            return server.serve_call(header, payload)
 
-    saved = remote.NAMESPACE, remote.CHANNEL
-    remote.NAMESPACE, remote.CHANNEL = ns, Channel()
-    remote._KEPT.clear()
+    saved = remote.connect(remote.Link(Channel()))
     yield lambda name, classes=(): remote.Remote((name,), {"classes": list(classes)})
-    remote.NAMESPACE, remote.CHANNEL = saved
+    remote.connect(saved)
 
 
 def test_instances_attributes_methods_and_the_students_classes(student):
@@ -116,7 +116,7 @@ def test_test_defined_code_never_crosses():
                  "<test hidden_cell>", "exec"), ns)
     for thing in (ns["probe"], ns["Probe"], ns["Probe"](), lambda t: t, ns["probe"].__code__, [1, (ns["probe"],)]):
         with pytest.raises(remote.UnsupportedTest) as info:
-            remote._dumps(((), thing, (), {}, {}))
+            remote.dumps_call(((), thing, (), {}, {}))
         assert info.value.status == "grader-error"
     # what does cross: data, the student's own objects by path, functions and classes by reference
     import operator
@@ -132,8 +132,8 @@ def test_test_defined_code_never_crosses():
     things = [fn(T[0].mul_(2)), fn(call(operator.setitem, T.data, 0, 5.0)), fn(seq(T[1].mul_(2), T.sum())),
               fn(T @ torch.eye(2)), fn(call(torch.softmax, T, dim=0)), CallRecorder(fn(T * 2)), torch.relu_,
               torch.nn.Linear(2, 2), probes.on_a_non_leaf, probes.Boom("raised by fn"), x]
-    assert b"<test" not in remote._dumps(remote.Remote(("f",)))  # (a student's object: its name)
-    payload = remote._dumps(things)
+    assert b"<test" not in remote.dumps_call(remote.Remote(("f",)))  # (a student's object: its name)
+    payload = remote.dumps_call(things)
     assert b"<test" not in payload and b"docstring" not in payload
     back = pickle.loads(payload)
     assert back[-1].grad is not None and torch.equal(back[-1].grad, x.grad)
@@ -160,7 +160,7 @@ def test_student_module_names_import_nothing(tmp_path):
     (tmp_path / "test_planted.py").write_text(f"open({str(tmp_path / 'planted-ran')!r}, 'w').close()\n")
     out = _judge_run('''
 import json, sys
-from autograder.grading import judge
+from autograder.grading.host import judge
 sub = judge.Submission([])
 names = {"a": "unittest.__main__", "b": "IPython.__main__", "c": "antigravity", "d": "tabnanny", "e": "os",
          "f": "__main__", "g": "test_planted", "h": "this"}
@@ -183,7 +183,7 @@ def test_a_tests_objects_never_travel_by_a_student_name(tmp_path):
     in the judge; a call carries only deletions and the student's own handles."""
     out = _judge_run('''
 import json
-from autograder.grading import judge
+from autograder.grading.host import judge
 from autograder import remote
 sub = judge.Submission([])
 sub.bind({"expected": {"kind": "value", "value": None}, "reference": {"kind": "callable", "classes": []},

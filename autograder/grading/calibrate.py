@@ -27,6 +27,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from autograder.grading.status import OF_CELL
+
 SOURCE_STUDENT = "instructor-source"
 KERNEL = "in-kernel"
 JUDGE = "judge"
@@ -60,7 +62,7 @@ class NotebookMode:
 
 def source_submission(source_nb):
     """The instructor's source notebook as a submission (its solution cells as the student's)."""
-    from .collect import Submission, _extra_files, plan
+    from autograder.grading.intake.collect import Submission, _extra_files, plan
 
     items, layout = plan(source_nb, source_nb.nb)
     return Submission(SOURCE_STUDENT, source_nb.assignment, source_nb.name, source_nb.path, source_nb,
@@ -93,10 +95,6 @@ def kernel_result(sub, result):
                 tests=tests)
 
 
-STATUS_OF_CELL = {"timeout": "timeout", "memory-limit": "memory-limit", "output-limit": "output-limit",
-                  "died": "kernel-died"}
-
-
 def _verdict(test, c) -> dict:
     """One test cell's outcome (untrusted data from the student's process) scored as nbgrader scores it."""
     from nbformat.v4 import new_code_cell, new_output
@@ -106,8 +104,8 @@ def _verdict(test, c) -> dict:
         return {"passed": False, "status": "not-run"}
     output = c.get("output") if isinstance(c.get("output"), str) else ""
     status = c.get("status")
-    if status in STATUS_OF_CELL:
-        return {"passed": False, "status": STATUS_OF_CELL[status], "output": output,
+    if status in OF_CELL:
+        return {"passed": False, "status": OF_CELL[status], "output": output,
                 "message": {"timeout": "the test ran past the time limit and was interrupted",
                             "died": "the notebook's process died during the test"}.get(status, "")
                 or (c.get("error") or "")[:1500]}
@@ -162,7 +160,7 @@ class Calibration:
     def rows_for(self, sub, result, error=None):
         """:func:`.report.rows_for` (``result`` already through :meth:`result`); in-kernel rows
         that ran say so."""
-        from .report import rows_for
+        from autograder.grading.results.report import rows_for
 
         rows = rows_for(sub, result, error)
         if self.mode(sub) == KERNEL and not sub.status:
@@ -188,7 +186,7 @@ class Calibration:
     def calibrate(self, assignments, run, limits, imports) -> "Calibration":
         """Grade every source notebook of ``assignments``; ``run(tasks, on_result)`` grades tasks
         (the pool that grades the class)."""
-        from .config import judge_cannot_run
+        from autograder.grading.config import judge_cannot_run
 
         started = time.monotonic()
         # calibration asks "does the judge grade the solution right?", not "is it fast enough?": a tight

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import STATUSES
+from autograder.grading import STATUSES
 
 
 def add_parser(subparsers):
@@ -75,8 +75,8 @@ def _course_root(arg):
 
 
 def run(args) -> int:
-    from .collect import Course, find_submissions
-    from .sandbox import SandboxError, WorkerFailure, check_sandbox, parse_size
+    from autograder.grading.intake.collect import Course, find_submissions
+    from autograder.grading.host.sandbox import SandboxError, WorkerFailure, check_sandbox, parse_size
 
     started = time.monotonic()
     try:
@@ -106,7 +106,7 @@ def run(args) -> int:
                    "log_dir": str(out / "logs")}
         pool = None
         if not args.scheduler:  # the sandboxes warm up while the submissions are read
-            from .scheduler import LocalPool
+            from autograder.grading.host.scheduler import LocalPool
 
             pool = LocalPool(args.jobs, options).start()
         subs = find_submissions(submissions_dir, course, warn=lambda m: print(m, file=sys.stderr))
@@ -129,11 +129,11 @@ def run(args) -> int:
     except (SandboxError, FileNotFoundError, ValueError, WorkerFailure) as exc:
         print(f"autograder grade: {exc}", file=sys.stderr)
         return 2
-    from . import feedback, report
+    from autograder.grading.results import feedback, report
 
     writer = None
     if not args.no_gradebook:
-        from .gradebook import GradebookWriter
+        from autograder.grading.results.gradebook import GradebookWriter
 
         writer = GradebookWriter(course.root, course.config.gradebook_url, course.config.course_id)
         for a in sorted({s.assignment for s in subs}):
@@ -163,7 +163,7 @@ def run(args) -> int:
         feedback.write(out, sub, rows, result)
         if writer is not None:
             writer.record(sub, rows)
-            from .gradebook import write_autograded
+            from autograder.grading.results.gradebook import write_autograded
 
             write_autograded(course.config.autograded, sub, rows, result)
         bar.update(1)
@@ -175,7 +175,7 @@ def run(args) -> int:
     try:
         if tasks:
             if args.scheduler:
-                from .scheduler import run_dask
+                from autograder.grading.host.scheduler import run_dask
 
                 run_dask(args.scheduler, tasks, lambda k, r, e: finish(by_key[k], r, e), options)
                 jobs_text = f" on the Dask cluster at {args.scheduler}"
@@ -220,10 +220,10 @@ def _calibrate(course, assignments, args, pool, options, limits, imports, out):
     """Grade each assignment's source first (:mod:`.calibrate`): which notebooks the judge grades,
     which are graded in one kernel, which are refused. Printed once per assignment and written to
     ``OUT/calibration.txt``."""
-    from .calibrate import Calibration
+    from autograder.grading.calibrate import Calibration
 
     if args.scheduler:
-        from .scheduler import run_dask
+        from autograder.grading.host.scheduler import run_dask
 
         def run_tasks(tasks, on_result):
             run_dask(args.scheduler, tasks, on_result, options)

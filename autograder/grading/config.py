@@ -117,7 +117,7 @@ def load(root) -> CourseConfig:
 def unsupported(source_nb) -> list[str]:
     """Why the grader cannot grade this source notebook as nbgrader would (empty: it can).
 
-    ``source_nb`` is a :class:`~autograder.grading.collect.SourceNotebook`. Test cells the judge
+    ``source_nb`` is a :class:`~autograder.grading.intake.collect.SourceNotebook`. Test cells the judge
     cannot run (:func:`judge_cannot_run`) are not refused: they are graded in one kernel
     (:mod:`.calibrate`)."""
     problems = []

@@ -5,7 +5,7 @@ only neutral ways to *exercise* a student's code (a function to hand it, a tenso
 runs, a step to run there). Under ``autograder grade`` a test cell runs in the judge, and a call
 into student code carries its arguments to the student's process as data: a function or class
 crosses only by reference to an importable module (this one, torch, the standard library), never
-as code (:func:`autograder.remote._dumps`). A ``lambda t: t.add_(1)`` written in a test cell is
+as code (:func:`autograder.remote.pickler.dumps`). A ``lambda t: t.add_(1)`` written in a test cell is
 code; its equivalent here is data::
 
     from autograder.probes import T, fn, call
@@ -196,10 +196,11 @@ def student(name):
     student's process under the grader, the notebook's own namespace in one kernel."""
     from autograder import remote
 
-    if remote.CHANNEL is not None:
+    if remote.connected() is not None:
         raise RuntimeError(f"a probe that uses the student's {name!r} runs where the student's code runs: "
                            "call it through observe(probe, ...)")
-    ns = remote.NAMESPACE
+    server = remote.Server.serving()
+    ns = server.namespace if server is not None else None
     if ns is None:
         try:
             from IPython import get_ipython

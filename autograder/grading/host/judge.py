@@ -1,7 +1,7 @@
 """On the host, outside the sandbox: the judge, the only process that decides a verdict.
 
 It never runs student code and never loads anything a student process sent except through
-:mod:`autograder.observation` (JSON, checked field by field). It runs the instructor's test
+:mod:`autograder.wire.observation` (JSON, checked field by field). It runs the instructor's test
 cells - taken from the course's source notebooks by the host, never from the sandbox - in a
 namespace where each name the student's notebook defines is a :class:`~autograder.remote.Remote`
 handle (a function or class: calling it is a request to the student's test process), a module
@@ -34,7 +34,7 @@ import sys
 import time
 import types
 
-from .protocol import read_frame, write_frame
+from autograder.wire.frames import read_frame, write_frame
 
 PROTO_IN, PROTO_OUT = 1021, 1022
 TEST_OUTPUT_KEEP = 50_000
@@ -90,7 +90,7 @@ def main():
         os.close(go_w)
         _, status = os.waitpid(pid, 0)
         # the largest peak resident memory of any submission's child so far (kB): the bounds of
-        # autograder.observation keep it near the warm parent's whatever a student process sends
+        # autograder.wire.observation keep it near the warm parent's whatever a student process sends
         import resource
 
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -98,7 +98,8 @@ def main():
 
 
 def warm_up(preload):
-    from autograder import observation, remote
+    from autograder import remote
+    from autograder.wire import observation
 
     uses_torch = any(name.split(".")[0] in ("torch", "autograder") for name in preload)
 
@@ -109,7 +110,7 @@ def warm_up(preload):
             print(f"judge preload {name}: {exc!r}", file=sys.stderr)
     if not uses_torch:  # a course without torch: the judge never needs it
         observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode([1.5, "s"]))))
-        remote._dumps((len, [1]))
+        remote.dumps_call((len, [1]))
         return
     import torch
 
@@ -117,17 +118,17 @@ def warm_up(preload):
 
     x = torch.randn(4, requires_grad=True)
     torch.relu(x).sum().backward()
-    from .warmup import training
+    from autograder.grading.warmup import training
 
     training(torch)
     observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode((x, [1.5])))))
     from autograder import probes
 
-    remote._dumps((probes.T + 1, x, torch.relu_))
+    remote.dumps_call((probes.T + 1, x, torch.relu_))
 
 
 class Channel:
-    """The judge's end of calls into student code (:data:`autograder.remote.CHANNEL`)."""
+    """The judge's end of calls into student code (the channel of its :class:`autograder.remote.Link`)."""
 
     def call(self, header: dict, payload: bytes) -> bytes:
         from autograder.remote import StudentProcessError
@@ -184,9 +185,7 @@ class Submission:
     def __init__(self, tests):
         from autograder import remote
 
-        remote.CHANNEL = Channel()
-        remote.EDITS = self.edits
-        remote.REBIND = self.rebind
+        remote.connect(remote.Link(Channel(), edits=self.edits, rebind=self.rebind))
         self.tests = tests
         self.compiled = [compile_test(t["source"], t["id"]) for t in tests]
         self.ns = {"__name__": "__main__", "__builtins__": builtins}
@@ -228,7 +227,7 @@ class Submission:
 
     def bind(self, names):
         """Bind the student's names for the next test (see the module docstring)."""
-        from autograder import observation
+        from autograder.wire import observation
         from autograder.remote import Remote, StudentProcessError
 
         if names is None:
@@ -262,7 +261,7 @@ class Submission:
         student's names (a function that updates a global list): the judge's namespace follows,
         as one kernel's would - except where the running test rebound or deleted the name itself.
         A value changed in place is changed in place here too (a test's alias sees it)."""
-        from autograder import observation
+        from autograder.wire import observation
         from autograder.remote import Remote
 
         if type(names) is not dict or len(names) > 2000:

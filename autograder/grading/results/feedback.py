@@ -10,7 +10,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from . import STATUSES
+from autograder.grading import STATUSES
+from autograder.grading.status import CELL_LABELS
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
@@ -27,17 +28,10 @@ def _cell_notes(sub, result) -> list[str]:
     notes = []
     if not result:
         return notes
-    labels = {
-        "error": "raised",
-        "timeout": "ran past the time limit and was interrupted",
-        "memory-limit": "ran out of memory",
-        "output-limit": "wrote more output than the limit",
-        "died": "ended the notebook's process",
-    }
     for c in result.get("cells", []):
         st = c.get("status")
-        if st in labels:
-            text = f"Your code cell {c['index'] + 1} {labels[st]}"
+        if st in CELL_LABELS:
+            text = f"Your code cell {c['index'] + 1} {CELL_LABELS[st]}"
             if c.get("error") and st != "timeout":
                 text += f": {c['error'].splitlines()[0][:300]}"
             notes.append(text)

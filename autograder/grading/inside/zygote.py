@@ -1,6 +1,6 @@
 """Inside the sandbox: the zygote, a warm Python that never runs student code.
 
-Started by :mod:`.sandbox` as ``python -c ...zygote.main()`` inside bubblewrap. It imports
+Started by :mod:`autograder.grading.host.sandbox` as ``python -c ...zygote.main()`` inside bubblewrap. It imports
 torch, IPython, matplotlib and the course's checks once and warms them up; then, for each
 submission the host sends, it forks a *student process* (:mod:`.student`) in a pid namespace
 of its own and relays, frame by frame, between the host's supervisor and that submission's
@@ -32,8 +32,8 @@ import signal
 import sys
 import time
 
-from . import student
-from .protocol import MAX_TASK, FrameReader, ProtocolError, read_body, read_frame, read_header, write_frame
+from autograder.grading.inside import student
+from autograder.wire.frames import MAX_TASK, FrameReader, ProtocolError, read_body, read_frame, read_header, write_frame
 
 PROTO_IN, PROTO_OUT = 1021, 1022
 OUTPUT_KEEP = 20_000        # characters of a cell's output kept
@@ -160,14 +160,15 @@ def _warm_up_torch(torch):
     torch.autograd.gradcheck(lambda t: t * 2, torch.randn(3, dtype=torch.float64, requires_grad=True))
     opt = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
     opt.step()
-    from .warmup import training
+    from autograder.grading.warmup import training
 
     training(torch)  # optimizers, 2-d layers, losses: what training-loop exercises use
     import pickle
 
-    from autograder import observation, probes, remote
+    from autograder import probes, remote
+    from autograder.wire import observation
 
-    pickle.loads(remote._dumps((probes.T + 1, x, torch.relu_)))
+    pickle.loads(remote.dumps_call((probes.T + 1, x, torch.relu_)))
     observation.dumps(observation.Encoder().encode((x, {"a": [1, 2.5, "s"]}, ValueError("w"))))
 
 
@@ -455,7 +456,7 @@ class Session:
             if not self.test_alive:
                 write_frame(PROTO_OUT, {"ev": "reply", "seq": msg.get("seq"), "status": "no-process"})
                 return
-            from .protocol import encode
+            from autograder.wire.frames import encode
 
             self.outgoing += encode(msg, body)
             self._flush_requests()

@@ -25,8 +25,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from .course import EXERCISES, graded_cells
-from .selfcheck import SelfCheckError, read_notebook
+from autograder.course import EXERCISES, graded_cells
+from autograder.learner.selfcheck import SelfCheckError, read_notebook
 
 __all__ = ["SubmitError", "submit", "add_parser"]
 

@@ -18,8 +18,8 @@ import queue
 import threading
 import traceback
 
-from .sandbox import WorkerFailure
-from .supervisor import Supervisor, close_all, thread_supervisor
+from autograder.grading.host.sandbox import WorkerFailure
+from autograder.grading.host.supervisor import Supervisor, close_all, thread_supervisor
 
 
 class LocalPool:

@@ -1,4 +1,4 @@
-"""Sandboxes: a bubblewrap container around a warm Python (the zygote, :mod:`.zygote`).
+"""Sandboxes: a bubblewrap container around a warm Python (the zygote, :mod:`autograder.grading.inside.zygote`).
 
 Each worker (:mod:`.supervisor`) owns one ``bwrap`` sandbox, started once and reused for many
 submissions:
@@ -144,14 +144,16 @@ def sandbox_env(home: str, tmp: str) -> dict:
     }
 
 
-def python_command(module="zygote") -> list[str]:
+def python_command(module="inside.zygote") -> list[str]:
+    """The Python command line that runs ``autograder.grading.<module>``'s ``main()`` (the zygote
+    under bwrap, the judge on the host)."""
     return [sys.executable, "-s", "-E", "-c", f"from autograder.grading.{module} import main; main()"]
 
 
 def check_sandbox() -> None:
     """Raise SandboxError with a clear message unless a bubblewrap sandbox can run Python here."""
     try:
-        cmd = bwrap_command([sys.executable, "-s", "-E", "-c", "import autograder.grading.protocol"])
+        cmd = bwrap_command([sys.executable, "-s", "-E", "-c", "import autograder.wire.frames"])
     except SandboxError:
         raise
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -3,7 +3,7 @@
     frame = u32 header length | u32 body length | header (JSON object, UTF-8) | body
 
 Every reader bounds both lengths before reading, parses a header only within the bounds of
-:func:`autograder.observation.parse_json` (values, depth: checked before any allocation; text
+:func:`autograder.wire.bounded_json.parse_json` (values, depth: checked before any allocation; text
 made safe for UTF-8), and a header that is not a JSON object is a :class:`ProtocolError`: a
 process that runs student code can write anything on its channel.
 """
@@ -14,6 +14,8 @@ import os
 import select
 import struct
 import time
+
+from .bounded_json import ObservationError, TooLargeToParse, parse_json
 
 HEADER = struct.Struct(">II")
 MAX_HEADER = 4 << 20
@@ -100,8 +102,6 @@ def read_frame(fd: int, timeout=None, max_body=MAX_BODY):
 
 
 def _header(raw: bytes) -> dict:
-    from autograder.observation import ObservationError, TooLargeToParse, parse_json
-
     try:
         header = parse_json(raw, max_bytes=MAX_HEADER)
     except TooLargeToParse as exc:

@@ -21,10 +21,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.grading.status import LIMITS, MESSAGE, OF_CELL
+
 FIELDS = ["student", "assignment", "notebook", "grade_id", "score", "max_score", "status"]
 
 GRADED = ("ok", "in-kernel")  # a test that ran to its end (in the judge, or in one kernel: calibrate.py)
-LIMIT_CELL_STATUSES = {"timeout": "timeout", "memory-limit": "memory-limit", "output-limit": "output-limit"}
 
 
 @dataclass
@@ -60,8 +61,8 @@ def _limit_before(sub, result, k):
                 return None
             continue
         status = cells.get(item[1], {}).get("status")
-        if status in LIMIT_CELL_STATUSES:
-            return LIMIT_CELL_STATUSES[status]
+        if status in LIMITS:
+            return LIMITS[status]
     return None
 
 
@@ -72,9 +73,8 @@ def _died_reason(sub, result):
         return "timeout"
     cells = result.get("cells", [])
     for c in reversed(cells):
-        if c.get("status") in ("died", "memory-limit", "output-limit") or c.get("status") in LIMIT_CELL_STATUSES:
-            st = c["status"]
-            return {"died": "kernel-died"}.get(st, st)
+        if c.get("status") in OF_CELL:  # (a limit, or the process died)
+            return OF_CELL[c["status"]]
     return "kernel-died"
 
 
@@ -109,7 +109,7 @@ def _score(row, test, k, sub, result):
         return
     if status:  # the test could not count: why
         row.status = status
-        row.message = r.get("message") or STATUS_MESSAGES.get(status, status)
+        row.message = r.get("message") or MESSAGE.get(status, status)
         return
     if r.get("passed"):
         partial = r.get("partial")
@@ -122,16 +122,6 @@ def _score(row, test, k, sub, result):
     row.status = _limit_before(sub, result, k) or "ok"
     if garbled:
         row.status = "tampered"
-
-
-STATUS_MESSAGES = {
-    "timeout": "the test ran past the time limit and was stopped",
-    "kernel-died": "the student's process exited or crashed during the test",
-    "memory-limit": "the student's code ran out of memory during the test",
-    "output-limit": "the student's code wrote more output than the limit",
-    "tampered": "the student's process sent an answer that cannot be genuine",
-    "grader-error": "the grader failed on this test",
-}
 
 
 def safe_cell(value: str) -> str:

@@ -8,7 +8,7 @@ the zygote tells the main line to go on:
 
 * ``begin`` - a test starts: restore what the cells replaced in torch and ``autograder``
   (never what they added), and report the names the notebook defines (:func:`names_report`);
-* ``call`` - perform one call into student code (:func:`autograder.remote.serve_call`) and
+* ``call`` - perform one call into student code (:meth:`autograder.remote.Server.serve_call`) and
   reply with the observation.
 
 A notebook graded in one kernel (:mod:`.calibrate`) has no test processes: its test cells come as
@@ -34,7 +34,7 @@ import signal
 import sys
 import types
 
-from .protocol import FrameReader, ProtocolError, write_frame
+from autograder.wire.frames import FrameReader, ProtocolError, write_frame
 
 CTL_FD, CMD_FD, REQ_FD, REP_FD, TOK_FD = 3, 4, 5, 6, 7
 MESSAGE_KEEP = 1_500
@@ -46,7 +46,7 @@ FILE_SIZE_LIMIT = 256 << 20
 # is global state such as the default dtype or grad mode: nbgrader's kernel keeps them too)
 PROTECTED = ("torch", "torch.nn", "torch.nn.functional", "torch.autograd", "torch.autograd.function",
              "torch.autograd.grad_mode", "torch.optim", "torch.func", "torch.utils.checkpoint",
-             "autograder", "autograder.checks", "autograder.observation",
+             "autograder", "autograder.checks", "autograder.wire.observation",
              "autograder.messages", "builtins", "copy", "pickle", "math")
 PROTECTED_CLASSES = (("torch", "Tensor"), ("torch.nn", "Module"), ("torch.nn", "Parameter"),
                      ("torch.autograd", "Function"), ("torch.optim", "Optimizer"),
@@ -257,8 +257,7 @@ def serve(shell, restorer):
     """The test process: answer the judge's requests, in order, until killed."""
     from autograder import remote
 
-    remote.NAMESPACE = shell.user_ns
-    remote.CHANNEL = None
+    server = remote.Server(shell.user_ns)
     reader = FrameReader()
     while True:
         try:  # (the descriptor is shared with the zygote, which keeps it non-blocking)
@@ -279,7 +278,7 @@ def serve(shell, restorer):
             if op == "begin":
                 restored = restorer.restore()
                 names = names_report(shell.user_ns)
-                remote.NAMES_CHANGED = _Names(shell.user_ns, names).changed
+                server.names_changed = _Names(shell.user_ns, names).changed
                 reply = {"seq": seq, "names": names, "restored": restored[:20]}
                 torch = sys.modules.get("torch")
                 if torch is not None:  # a default dtype set in a cell: the test sees it too, as in one kernel
@@ -287,9 +286,9 @@ def serve(shell, restorer):
                 write_frame(REP_FD, reply)
             elif op == "call":
                 try:
-                    data = remote.serve_call(header, body)
+                    data = server.serve_call(header, body)
                 except BaseException as exc:  # noqa: BLE001 - e.g. the arguments did not unpickle
-                    from autograder import observation
+                    from autograder.wire import observation
 
                     data = observation.dumps({"error": f"the call could not be made: "
                                                        f"{type(exc).__name__}: {exc}"[:500]})
@@ -307,7 +306,7 @@ def names_report(ns) -> dict:
     value (numbers, strings, containers of them, numpy arrays and scalars, small tensors) while
     the report's budget lasts, everything else a handle (``{"kind": "callable", "classes"}``:
     the judge makes it a :class:`~autograder.remote.Remote`, a faithful proxy)."""
-    from autograder import observation
+    from autograder.wire import observation
 
     out = {}
     left_bytes, left_values = NAMES_BUDGET_BYTES, NAMES_BUDGET_VALUES
@@ -358,7 +357,7 @@ class _Names:
         return [n for n in list(self.ns) if type(n) is str and not n.startswith("_") and n not in IPYTHON_NAMES]
 
     def changed(self) -> dict:
-        from autograder import observation
+        from autograder.wire import observation
 
         current = self._names()
         changed = {n: self.ns[n] for n in current if n not in self.ids or id(self.ns[n]) != self.ids[n]}
@@ -394,7 +393,7 @@ class _Names:
 
 
 def _handle_entry(value):
-    from autograder import observation
+    from autograder.wire import observation
 
     return {"kind": "callable", "classes": observation.builtin_classes(type(value)),
             "type": observation._qualname(type(value))[:200]}

@@ -35,7 +35,7 @@ import nbformat
 # nbgrader's student ids are folder names: only these are graded (the same rule as `autograder submit`)
 # (always with fullmatch: `$` would match before a trailing newline, "alice\n" being a second alice)
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-from .protocol import MAX_FILES_BYTES, MAX_NOTEBOOK_BYTES  # noqa: E402 - one place for the caps (the task frame's too)
+from autograder.wire.frames import MAX_FILES_BYTES, MAX_NOTEBOOK_BYTES  # noqa: E402 - one place for the caps (the task frame's too)
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class Course:
     the folders come from the course's nbgrader configuration (:mod:`.config`)."""
 
     def __init__(self, root: Path, config=None):
-        from . import config as configuration
+        from autograder.grading import config as configuration
 
         self.config = config or configuration.load(root)
         self.root = self.config.root
@@ -158,7 +158,7 @@ class Course:
 
     def unsupported(self, assignment: str) -> list[str]:
         """What the assignment's test cells use that the grader does not support (see :mod:`.config`)."""
-        from .config import unsupported
+        from autograder.grading.config import unsupported
 
         return [f"{nb.name}: {p}" for nb in self.notebooks(assignment) for p in unsupported(nb)]
 

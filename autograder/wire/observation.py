@@ -23,6 +23,7 @@ Format (one JSON document; ``NaN``/``Infinity`` allowed)::
     {"$": "ref", "i": n}                  the very object the judge passed as tracked object n
     {"$": "recorder", "calls": [[args-tuple, kwargs-dict], ...], "snapshots": [...]}
     {"$": "state", "values", "version", "requires_grad", "grad"}   an autograder.checks.TensorState
+                                          (recorder and state: classes registered with register())
     {"$": "module", "type", "training", "parameters": {...}, "buffers": {...}, "handle"}
     {"$": "object", "type", "repr", "handle", "classes"}   anything else: under the grader a handle
         (:class:`autograder.remote.Remote`) to the object, which stays where it lives; ``classes``:
@@ -42,33 +43,29 @@ import base64
 import itertools
 import json
 import math
-import re
 import sys
 import weakref
 from dataclasses import dataclass
+
+from .bounded_json import (  # noqa: F401 - the codec's parser and bounds, named here too
+    MAX_DOCUMENT,
+    MAX_JSON_DEPTH,
+    MAX_NODES,
+    ObservationError,
+    TooLargeToParse,
+    check_bounds,
+    parse_json,
+    safe_text,
+)
 
 MAX_DEPTH = 24              # deeper structures are cut off (an honest value is never that deep)
 MAX_ITEMS = 100_000         # elements of one container
 MAX_STR = 200_000           # characters of one string
 MAX_TENSOR_BYTES = 64 << 20  # one tensor's data
-MAX_DOCUMENT = 96 << 20     # one encoded observation
 REPR_CHARS = 300
-# Bounds on what the host parses from the sandbox, checked on the raw bytes *before* any
-# allocation (an observation, a frame header such as the names report): a document of at most
-# MAX_DOCUMENT bytes with at most MAX_NODES JSON values (each list, object, string, number)
-# nested at most MAX_JSON_DEPTH deep. Parsed, such a document takes at most ~100 MB of Python
-# objects (1M empty lists at ~72 bytes each, plus the bytes themselves); without the bounds a
-# 95 MB reply of nested lists took 4.9 GB in the judge. An honest observation is far inside
-# them: a tensor or an array is one string, a list of MAX_ITEMS numbers 100,000 values.
-MAX_NODES = 1_000_000
-MAX_JSON_DEPTH = 100         # (a dict costs 3 levels of JSON per level of MAX_DEPTH)
 
 DTYPES = ("float64", "float32", "float16", "bfloat16", "complex64", "complex128", "int64", "int32",
           "int16", "int8", "uint8", "bool")
-
-
-class ObservationError(ValueError):
-    """An observation that does not follow the format: it cannot come from the honest encoder."""
 
 
 class ObservationTooLarge(ValueError):
@@ -128,6 +125,36 @@ def meta_of(tensor):
 def _set_meta(tensor, m):
     key = id(tensor)
     _META[key] = (weakref.ref(tensor, lambda _r, key=key: _META.pop(key, None)), m)
+
+
+# --------------------------------------------------------------------------- registered types
+
+
+# The two types beyond plain data that the format carries by kind - {"$": "state"} and
+# {"$": "recorder"} - belong to the check library (``autograder.checks.TensorState`` and
+# ``CallRecorder``), which registers them here when it is imported: the wire imports nothing
+# above it. The format of both is defined here; a process where nothing registered a kind
+# neither encodes it nor builds it (a node of that kind decodes to a :class:`Foreign`).
+KINDS = ("state", "recorder")
+_REGISTERED: dict = {}
+
+
+def register(kind: str, cls: type) -> type:
+    """Carry objects of ``cls`` as ``{"$": kind, ...}`` (``kind``: one of :data:`KINDS`).
+
+    ``state``: a class with ``values`` (a tensor), ``version``, ``requires_grad`` and ``grad``;
+    ``recorder``: a class built as ``cls(None)`` with lists ``calls`` of ``(args, kwargs)`` and
+    ``snapshots`` of argument tuples, and an attribute ``fn`` (what it wraps, followed when the
+    arguments of a call are walked)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}: the wire carries {', '.join(KINDS)}")
+    _REGISTERED[kind] = cls
+    return cls
+
+
+def registered(kind: str):
+    """The class registered for ``kind``, or None."""
+    return _REGISTERED.get(kind)
 
 
 # --------------------------------------------------------------------------- encode (student side)
@@ -235,8 +262,7 @@ class Encoder:
                                            for k, v in self._items(list(value.items()))]}
         if self.plain_only:
             raise NotPlain(type(value).__name__)
-        from .checks import CallRecorder, TensorState
-
+        TensorState, CallRecorder = _REGISTERED.get("state", ()), _REGISTERED.get("recorder", ())
         if isinstance(value, TensorState):
             return {"$": "state", "values": self._tensor(value.values, depth + 1), "version": int(value.version),
                     "requires_grad": bool(value.requires_grad),
@@ -457,10 +483,10 @@ class Decoder:
             return self._numpy(node)
         if kind == "exception":
             return mirror_exception(node)
+        if kind in ("recorder", "state") and kind not in _REGISTERED:  # (no test here could have sent one)
+            return Foreign("object", kind, f"a {kind} object")
         if kind == "recorder":
-            from .checks import CallRecorder
-
-            rec = CallRecorder(None)
+            rec = _REGISTERED["recorder"](None)
             for call in _list(node, "calls"):
                 if type(call) is not list or len(call) != 2:
                     raise ObservationError("bad recorded call")
@@ -477,9 +503,7 @@ class Decoder:
                 raise ObservationError("bad recorded call")
             return rec
         if kind == "state":
-            from .checks import TensorState
-
-            state = TensorState.__new__(TensorState)
+            state = _REGISTERED["state"].__new__(_REGISTERED["state"])
             state.values = self._tensor(node.get("values"), depth + 1)
             grad = node.get("grad")
             state.grad = None if grad is None else self._tensor(grad, depth + 1)
@@ -702,74 +726,6 @@ def _instantiate(cls, message):
         exc = cls.__new__(cls)
         exc.args = (message,)
         return exc
-
-
-class TooLargeToParse(ObservationError):
-    """A document from the sandbox over the bounds (size, values, depth): never parsed."""
-
-
-_DEPTH = [0] * 256
-_DEPTH[ord("[")] = _DEPTH[ord("{")] = 1
-_DEPTH[ord("]")] = _DEPTH[ord("}")] = -1
-_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
-_SURROGATES = re.compile("[\ud800-\udfff]")
-
-
-def check_bounds(data, max_bytes=MAX_DOCUMENT, max_nodes=MAX_NODES, max_depth=MAX_JSON_DEPTH):
-    """Raise :class:`TooLargeToParse` unless the JSON text ``data`` (bytes) is within the bounds.
-
-    Counted on the bytes, nothing parsed: every JSON value but the first follows one of
-    ``[ { , :``, so their count bounds the number of values (a separator inside a string counts
-    too: the bound errs on the safe side); the depth is measured with the strings taken out."""
-    if len(data) > max_bytes:
-        raise TooLargeToParse(f"a document of {len(data)} bytes (at most {max_bytes})")
-    opens = data.count(b"[") + data.count(b"{")
-    nodes = opens + data.count(b",") + data.count(b":") + 1
-    if nodes > max_nodes:
-        raise TooLargeToParse(f"a document of about {nodes} values (at most {max_nodes})")
-    if opens > max_depth and _depth(data) > max_depth:  # (brackets in strings counted: an upper bound)
-        depth = _depth(_STRINGS.sub(b"", data))
-        if depth > max_depth:
-            raise TooLargeToParse(f"a document nested {depth} deep (at most {max_depth})")
-
-
-def _depth(data):
-    return max(itertools.accumulate(_DEPTH[b] for b in data.translate(None, _NOT_BRACKETS)), default=0)
-
-
-def safe_text(text: str) -> str:
-    """``text`` with every lone surrogate (not encodable as UTF-8) replaced by U+FFFD."""
-    return _SURROGATES.sub("\ufffd", text)
-
-
-def _safe_strings(value):
-    """Every string in a parsed document (keys too) made UTF-8-safe, in place where possible."""
-    if type(value) is str:
-        return safe_text(value)
-    if type(value) is list:
-        for i, v in enumerate(value):
-            value[i] = _safe_strings(v)
-        return value
-    if type(value) is dict:
-        return {safe_text(k): _safe_strings(v) for k, v in value.items()}
-    return value
-
-
-def parse_json(data: bytes, max_bytes=MAX_DOCUMENT, max_nodes=MAX_NODES, max_depth=MAX_JSON_DEPTH):
-    """Parse JSON that came from the sandbox: bounds checked first (:func:`check_bounds`), text
-    made safe for UTF-8 once, here at the boundary. Raises :class:`ObservationError`."""
-    if not isinstance(data, (bytes, bytearray)):
-        raise ObservationError("not bytes")
-    check_bounds(data, max_bytes, max_nodes, max_depth)
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError, MemoryError, UnicodeDecodeError) as exc:
-        raise ObservationError(f"not an observation ({type(exc).__name__})") from None
-    if _SURROGATE_BYTES.search(data):
-        value = _safe_strings(value)
-    return value
 
 
 def loads(data: bytes):

@@ -27,8 +27,9 @@ import threading
 import time
 from pathlib import Path
 
-from .protocol import ProtocolError, Timeout, read_frame, write_frame
-from .sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
+from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
+from autograder.grading.status import CALL_TEXT
+from autograder.grading.host.sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
 
 STARTUP_TIMEOUT = 600
 JUDGE_MEMORY = 2 << 30  # beyond its warm size, when no --memory-limit is given
@@ -119,14 +120,14 @@ class Supervisor:
         info_r = info_w = None
         if self.sandbox:
             info_r, info_w = os.pipe()
-            cmd = bwrap_command(python_command("zygote"), info_fd=info_w)
+            cmd = bwrap_command(python_command("inside.zygote"), info_fd=info_w)
             tmp = sandbox_tmp()
             config = {"sandboxed": True, "scratch": f"{tmp}/work", "outdir": f"{tmp}/out", "home": f"{tmp}/home",
                       "tmp": tmp}
             env = cwd = None
         else:
             self._tmp = tempfile.mkdtemp(prefix="autograder-nosandbox-")
-            cmd = python_command("zygote")
+            cmd = python_command("inside.zygote")
             config = {"sandboxed": False, "scratch": f"{self._tmp}/work", "outdir": f"{self._tmp}/out",
                       "home": f"{self._tmp}/home", "tmp": self._tmp}
             env = dict(os.environ, **sandbox_env(home=config["home"], tmp=self._tmp))
@@ -164,7 +165,7 @@ class Supervisor:
     def _spawn_judge(self):
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    MPLBACKEND="Agg")
-        self.judge = _Process(python_command("judge"), self._log("judge-"), env=env,
+        self.judge = _Process(python_command("host.judge"), self._log("judge-"), env=env,
                               cwd=tempfile.gettempdir())
         try:
             self.judge.send({"preload": self.judge_preload})
@@ -274,7 +275,7 @@ class _Run:
     def run(self):
         self.j.send({"op": "begin", "tests": self.task["tests"]})
         self._judge_started()
-        # the submission travels in the frame's body (as large as intake accepts, protocol.MAX_TASK),
+        # the submission travels in the frame's body (as large as intake accepts, frames.MAX_TASK),
         # which the zygote never reads: the submission's own relay process does
         zy_task = {"items": self.task["items"], "files": self.task.get("files", []),
                    "tests": [{"id": t["id"]} for t in self.task["tests"]]}
@@ -371,7 +372,7 @@ class _Run:
                 reply, body = self._reply(header["seq"], deadline)
                 if reply.get("status"):
                     status = reply["status"]
-                    self.j.send({"ev": "reply", "status": status, "message": _STATUS_TEXT.get(status, status)})
+                    self.j.send({"ev": "reply", "status": status, "message": CALL_TEXT.get(status, status)})
                 else:
                     self.j.send({"ev": "reply"}, body)
             elif frame.get("ev") == "child-exit":  # the judge's child crashed: a grader bug
@@ -480,15 +481,6 @@ class _Seq:
 
     def __next__(self):
         return secrets.randbits(62)
-
-
-_STATUS_TEXT = {
-    "timeout": "the call into student code ran past the time limit and was stopped",
-    "kernel-died": "the student's process exited or crashed during the call",
-    "output-limit": "the student's process wrote more output than the limit",
-    "tampered": "the student's process sent an answer that cannot be genuine",
-    "no-process": "the student's process is gone",
-}
 
 
 def _read_info(fd):

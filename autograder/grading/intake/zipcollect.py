@@ -27,7 +27,7 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from .collect import MAX_NOTEBOOK_BYTES, STUDENT_ID
+from autograder.grading.intake.collect import MAX_NOTEBOOK_BYTES, STUDENT_ID
 
 MAX_ENTRY = MAX_NOTEBOOK_BYTES
 MAX_TIMESTAMP = 200
@@ -140,7 +140,7 @@ def install(submitted_dir: Path, student: str, assignment: str, files: dict) -> 
 
 
 def collect(zips, course_root: Path, out=print, err=None) -> int:
-    from .collect import Course
+    from autograder.grading.intake.collect import Course
 
     err = err or (lambda m: print(m, file=sys.stderr))
     course = Course(course_root)

@@ -1,0 +1,94 @@
+"""The status of a row of ``grades.csv`` - why its score is what it is - with every text that
+explains it, in one place.
+
+A :class:`Status` is a ``str`` (``Status.TIMEOUT == "timeout"``, the same hash): the CSV, the
+JSON between the grader's processes, the gradebook and the feedback pages carry its plain text.
+Two other vocabularies meet it here: what a code cell did in the student's process (``error``,
+``died``, a limit: :data:`CELL_LABELS`, :data:`OF_CELL`) and what a call into student code got
+instead of an answer (:data:`CALL_TEXT`).
+"""
+from __future__ import annotations
+
+import enum
+
+
+class Status(enum.StrEnum):
+    """One row's status (the ``status`` column of ``grades.csv``)."""
+
+    OK = "ok"
+    IN_KERNEL = "in-kernel"
+    TIMEOUT = "timeout"
+    KERNEL_DIED = "kernel-died"
+    MEMORY_LIMIT = "memory-limit"
+    OUTPUT_LIMIT = "output-limit"
+    TAMPERED = "tampered"
+    INVALID_NOTEBOOK = "invalid-notebook"
+    MISSING_NOTEBOOK = "missing-notebook"
+    REFUSED = "refused"
+    GRADER_ERROR = "grader-error"
+
+    @property
+    def meaning(self) -> str:
+        """What the status means, for the instructor (``autograder grade --help``, the feedback)."""
+        return MEANING[self]
+
+    @property
+    def message(self) -> str | None:
+        """The row's message when the test itself left none (None: the status needs none)."""
+        return MESSAGE.get(self)
+
+
+MEANING = {
+    Status.OK: "the test ran; the score is its result (full points, nbgrader's partial credit, or 0 "
+               "if it raised or wrote to stderr)",
+    Status.IN_KERNEL: "graded as stock nbgrader grades it, in one process with the student's code (a notebook "
+                      "whose tests the judge cannot run as one kernel would: see calibration.txt); the score is as "
+                      "trustworthy as stock nbgrader's",
+    Status.TIMEOUT: "the test, or a cell before it, ran past the time limit (it was killed); score 0",
+    Status.KERNEL_DIED: "the process running the test, or the student's cells before it, exited or "
+                        "crashed (os._exit, a fatal signal); score 0",
+    Status.MEMORY_LIMIT: "the test, or a cell before it, ran out of the memory limit; score 0",
+    Status.OUTPUT_LIMIT: "the test, or a cell before it, wrote more output than the limit; score 0",
+    Status.TAMPERED: "the student's process answered with something no honest process produces (an "
+                     "observation that breaks the format, garbage on the grader's channels): score 0 for "
+                     "the test it happened in; on the control channel every row is flagged",
+    Status.INVALID_NOTEBOOK: "the file is not a readable notebook (bad JSON, not nbformat, too large, nested too "
+                             "deeply, not a regular file) or is behind a symbolic link (never followed); score 0",
+    Status.MISSING_NOTEBOOK: "the assignment folder has no notebook of that name; score 0",
+    Status.REFUSED: "not graded: the student folder's name is not a usable student id (nothing in it was read, "
+                    "no feedback or gradebook entry is written); score 0",
+    Status.GRADER_ERROR: "the grader itself failed on this submission (a bug or a broken sandbox; "
+                         "the command exits non-zero); score 0",
+}
+
+MESSAGE = {
+    Status.TIMEOUT: "the test ran past the time limit and was stopped",
+    Status.KERNEL_DIED: "the student's process exited or crashed during the test",
+    Status.MEMORY_LIMIT: "the student's code ran out of memory during the test",
+    Status.OUTPUT_LIMIT: "the student's code wrote more output than the limit",
+    Status.TAMPERED: "the student's process sent an answer that cannot be genuine",
+    Status.GRADER_ERROR: "the grader failed on this test",
+}
+
+# a code cell that hit a limit in the student's process -> the status of the tests after it
+LIMITS = {"timeout": Status.TIMEOUT, "memory-limit": Status.MEMORY_LIMIT, "output-limit": Status.OUTPUT_LIMIT}
+# a test cell run in one kernel (calibration's in-kernel mode) that hit a limit or died -> its status
+OF_CELL = {**LIMITS, "died": Status.KERNEL_DIED}
+
+# what a code cell did, for the student's feedback page ("Your code cell 3 raised: ...")
+CELL_LABELS = {
+    "error": "raised",
+    "timeout": "ran past the time limit and was interrupted",
+    "memory-limit": "ran out of memory",
+    "output-limit": "wrote more output than the limit",
+    "died": "ended the notebook's process",
+}
+
+# what a call into student code got instead of an answer (the supervisor's reply to the judge)
+CALL_TEXT = {
+    "timeout": "the call into student code ran past the time limit and was stopped",
+    "kernel-died": "the student's process exited or crashed during the call",
+    "output-limit": "the student's process wrote more output than the limit",
+    "tampered": "the student's process sent an answer that cannot be genuine",
+    "no-process": "the student's process is gone",
+}

@@ -1,0 +1,10 @@
+"""The wire: what crosses between the grader's processes, and how it is bounded.
+
+* :mod:`.frames`       - frames (a JSON header, a binary body) and the size bounds of a task;
+* :mod:`.bounded_json` - JSON from the sandbox, bounded on the raw bytes before it is parsed;
+* :mod:`.observation`  - the observation codec: what a call into student code did, as plain data.
+
+The wire imports nothing else of :mod:`autograder`: the types it carries beyond plain data (the
+check library's ``TensorState`` and ``CallRecorder``) register their codecs with it
+(:func:`autograder.wire.observation.register`).
+"""
