@@ -20,9 +20,8 @@ import sys
 from pathlib import Path
 
 import nbformat
-import pytest
-
 import nbgrader
+import pytest
 
 COURSES = Path(__file__).parent / "fixtures" / "courses"
 FIXTURE = COURSES / "stats101"

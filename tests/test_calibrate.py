@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading import calibrate
-from autograder.grading import collect
+from autograder.grading import calibrate, collect
 from autograder.grading.collect import Submission, read_source
 
 STATS101 = Path(__file__).parent / "fixtures" / "courses" / "stats101" / "instructor" / "hw1" / "hw1.ipynb"

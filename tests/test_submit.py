@@ -57,7 +57,7 @@ def test_zip_has_the_nbgrader_submitted_layout(tmp_path, answered):
         stamp = zf.read(f"{folder}/timestamp.txt").decode()
     from nbgrader.utils import parse_utc  # the parser nbgrader applies to timestamp.txt
 
-    age = datetime.datetime.now(datetime.timezone.utc) - parse_utc(stamp).replace(tzinfo=datetime.timezone.utc)
+    age = datetime.datetime.now(datetime.UTC) - parse_utc(stamp).replace(tzinfo=datetime.UTC)
     assert datetime.timedelta(0) <= age < datetime.timedelta(minutes=10)
 
 
