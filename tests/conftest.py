@@ -42,6 +42,22 @@ def require_command(command: str, what: str):
                     pytrace=False)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Markers that follow from what a test uses (pyproject.toml registers them): `sandbox` on
+    every test whose fixtures include needs_bubblewrap; `slow` on every nbval notebook cell and
+    every test that reads stock_grades (stock nbgrader autograde of every fixture).
+    The test modules mark the rest (`slow`, `browser`) themselves."""
+    for item in items:
+        if "needs_bubblewrap" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.sandbox)
+        if _is_notebook(item) or "stock_grades" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
+def _is_notebook(item):
+    return item.nodeid.split("::")[0].endswith(".ipynb")
+
+
 @pytest.fixture(scope="session")
 def needs_bubblewrap():
     """The grading sandbox: a test that grades fails at once without bubblewrap, saying how to install it."""

@@ -13,6 +13,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from autograder.figures import lesson_problems
 from autograder.notebooks import execute
 
+pytestmark = pytest.mark.slow  # every test runs notebooks in kernels
+
 REPO = Path(__file__).resolve().parents[1]
 LESSONS = sorted((REPO / "course").glob("0[1-9]*.ipynb"))
 
