@@ -69,7 +69,7 @@ test-fast: lint typecheck $(STAMP)
 # reformatted in one commit of its own once the parallel branches are merged (issue 25 item 5),
 # then FORMATTED becomes `.`. Add a file here when it is formatted.
 FORMATTED := autograder/__init__.py tests/fixtures/courses/cs101/nbgrader_config.py \
-	tests/fixtures/courses/phys210/nbgrader_config.py
+	tests/fixtures/courses/phys210/nbgrader_config.py tests/fixtures/courses/nbgrader_cells.py
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check $(FORMATTED)
