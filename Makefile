@@ -6,13 +6,17 @@
 # password (root, or passwordless sudo); otherwise `make test` stops at once with the exact
 # apt-get command to run, and `make lab` says which feature needs it and starts anyway.
 # Everything is installed with pip from pyproject.toml (direct pins) constrained by
-# requirements.lock (the whole tree pinned), with the `dev` extra (ruff, mypy).
+# requirements.lock (the whole tree pinned), with the `dev` extra (ruff, mypy, pytest-xdist).
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# make test: pytest-xdist workers (2, the cores of the reference machine; 0: one process). Units of
+# work that share a set-up stay on one worker (tests/conftest.py, xdist_groups).
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 LAB_ARGS ?=
 BENCH_ARGS ?= --n 60
 
@@ -28,7 +32,7 @@ LAB_ROOT ?= $(CURDIR)
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
-	@echo "make test     - install (first time) and run every test (PYTEST_ARGS=...)"
+	@echo "make test     - install (first time) and run every test, on TEST_WORKERS=2 processes (PYTEST_ARGS=...)"
 	@echo "make test-fast - ruff, mypy and the unit tests (-m '$(FAST_MARKERS)'), in under 2 minutes"
 	@echo "make lint     - ruff check, and ruff format --check of the files already formatted"
 	@echo "make typecheck- mypy on the packages named in pyproject.toml [tool.mypy]"
@@ -57,7 +61,7 @@ lab: system-packages-lab $(STAMP)
 		--ServerApp.terminado_settings=shell_command="$${SHELL:-/bin/sh}" $(ROOT_FLAG) $(LAB_ARGS)
 
 test: system-packages-test $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The unit tests: tests/ without the markers below (pyproject.toml registers them; tests/conftest.py
 # says which tests carry them), so no grading sandbox, no browser, no notebook run by nbval.
