@@ -13,10 +13,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
-# make test: pytest-xdist workers (2, the cores of the reference machine; 0: one process). Units of
-# work that share a set-up stay on one worker (tests/conftest.py, xdist_groups).
+# make test: pytest-xdist workers (2, the cores of the reference machine; 0: one process). A module's
+# tests, and a notebook's cells, stay on one worker (--dist loadscope; tests/conftest.py, FIRST).
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 LAB_ARGS ?=
 BENCH_ARGS ?= --n 60
 

@@ -113,90 +113,42 @@ def require_command(command: str, what: str):
                     pytrace=False)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
     """Markers that follow from what a test uses (pyproject.toml registers them): `sandbox` on
     every test whose fixtures include needs_bubblewrap; `slow` on every nbval notebook cell and
     every test that reads stock_grades (stock nbgrader autograde of every fixture).
-    The test modules mark the rest (`slow`, `browser`) themselves. Under `--dist loadgroup`
-    (make test), the work units of pytest-xdist: see xdist_group."""
+    The test modules mark the rest (`slow`, `browser`) themselves."""
     for item in items:
         if "needs_bubblewrap" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sandbox)
         if _is_notebook(item) or "stock_grades" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
-    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") == "loadgroup":
-        groups = xdist_groups(items)
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
-        # the longest units first, so that the two workers finish together
-        items.sort(key=lambda item: -FIRST.get(groups[item.nodeid], 0))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a pytest-xdist worker (make test): see FIRST
+        items.sort(key=lambda item: -FIRST.get(item.nodeid.split("::")[0], 0))
 
 
 def _is_notebook(item):
     return item.nodeid.split("::")[0].endswith(".ipynb")
 
 
-def xdist_groups(items):
-    """{nodeid: unit}: the units of work one pytest-xdist worker runs whole. A notebook's cells
-    (one kernel); a module's tests that share module-scope fixtures, directly or through one
-    another (each fixture built once; test_browser's steps stay in order on one JupyterLab);
-    every other test alone. A unit is named after its module and fixtures."""
-    groups, parent = {}, {}
-
-    def find(name):
-        while parent.setdefault(name, name) != name:
-            name = parent[name]
-        return name
-
-    shared = {}
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        info = getattr(item, "_fixtureinfo", None)
-        names = sorted(f"{path}::{name}" for name, defs in (info.name2fixturedefs.items() if info else ())
-                       if defs and defs[-1].scope == "module")
-        shared[item.nodeid] = names
-        for name in names[1:]:
-            parent[find(name)] = find(names[0])
-    members = {}
-    for names in shared.values():
-        for name in names:
-            members.setdefault(find(name), set()).add(name.split("::")[1])
-    for item in items:
-        path, names = item.nodeid.split("::")[0], shared[item.nodeid]
-        if _is_notebook(item):
-            groups[item.nodeid] = path
-        elif names:
-            groups[item.nodeid] = f"{path}::{'+'.join(sorted(members[find(names[0])]))}"
-        else:
-            groups[item.nodeid] = item.nodeid
-    return groups
-
-
-# The units pytest-xdist starts first, longest first (seconds each took in the serial run of
-# 2026-11-26, 2055 s in all), so that the two workers finish together; the rest keep their order.
-# The grading units come after the others of their size: their tests read stock_grades, which the
-# first unit starts making (two assignments at a time) while the other worker runs the ones above.
+# make test runs pytest-xdist with --dist loadscope: one worker runs a module whole (its module-scope
+# set-ups: each grading run, JupyterLab, the browser session, built once) and a notebook's nbval
+# cells whole (one kernel). (--dist loadgroup would allow finer units, but pytest-xdist 3.8.0's
+# groups do nothing under pytest 9.2: it renames item._nodeid, which pytest 9 no longer reads.)
+# The modules it starts first, longest first (seconds each took in the one serial run of
+# 2026-11-26, 2056 s in all), so that the two workers finish together; the rest keep their order.
+# test_grading comes after the others of its size: its tests read stock_grades, which the first
+# module starts making (two assignments at a time) while the other worker runs the ones above it.
 FIRST = {
-    "tests/test_autograde.py::graded": 692,  # stock_grades
-    "tests/test_browser.py::browser+chromium+lab": 133,
-    "tests/test_any_course.py::test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scores[phys210]": 65,
-    "tests/test_any_course.py::test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scores[cs101]": 64,
-    "tests/test_figures.py::test_lesson_figures[04_training_loops.ipynb]": 64,
-    "tests/test_fidelity_course.py::pyidioms": 58,
-    "tests/test_any_course.py::test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel": 56,
-    "tests/test_any_course.py::stats101": 40,
-    "tests/test_figures.py::test_lesson_figures[01_relu_inplace.ipynb]": 39,
-    "tests/test_submit.py::test_jupyterhub_exchange_round_trip": 37,
-    # stock_grades
-    "tests/test_grading.py::honest": 36,  # 181 s: grade, gradebook, the Dask run
-    "tests/test_grading.py::hostile": 35,  # 100 s
-    "tests/test_grading.py::sequence": 34,  # 36 s
-    "tests/test_fullcheck.py::answered": 30,
-    "tests/test_figures.py::test_lesson_figures[01a_relu_inplace_appendix.ipynb]": 25,
-    "tests/test_submit.py::test_unzipped_submission_is_graded_by_nbgrader": 21,
-    "tests/test_exercises_sync.py::regenerated": 18,
-    "tests/test_lab.py::lab": 17,
+    "tests/test_autograde.py": 692,  # stock_grades
+    "tests/test_any_course.py": 241,
+    "tests/test_figures.py": 171,
+    "tests/test_browser.py": 133,
+    "tests/test_grading.py": 130,  # 347 s
+    "tests/test_selfcheck.py": 123,
+    "tests/test_submit.py": 63,
+    "tests/test_fidelity_course.py": 58,
+    "tests/test_fullcheck.py": 53,
 }
 
 
