@@ -4,8 +4,12 @@
 and solutions/. Fixture notebooks under tests/fixtures are inputs for the grading tests,
 not notebooks to validate.
 """
+import fcntl
+import os
+import pickle
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -25,11 +29,78 @@ def repo() -> Path:
 @pytest.fixture(scope="session")
 def stock_grades(tmp_path_factory):
     """Stock `nbgrader autograde` of every assignment's solution, blank release and fixture
-    submissions, run once per session (tests/test_autograde.py checks them against
-    expected.json; tests/test_grading.py checks that `autograder grade` gives the same scores)."""
-    from autograder.course import stock_autograde
+    submissions, run once per test run (tests/test_autograde.py checks them against
+    expected.json; tests/test_grading.py checks that `autograder grade` gives the same scores):
+    ``{assignment: {student: {notebook: {grade_id: (score, max_score)}}}}``, made when a test
+    first reads it (StockGrades)."""
+    return StockGrades(tmp_path_factory)
 
-    return stock_autograde(tmp_path_factory.mktemp("stock-nbgrader"))
+
+class StockGrades(Mapping):
+    """autograder.course.stock_autograde's result, made when a test first reads it rather than
+    when a test that will read it starts: a grading unit (tests/test_grading.py) runs its own
+    grading first, while another worker makes these. Each assignment is a stock run of its own
+    (own course, gradebook and kernels, so the same scores as in one run), made once per test run
+    (shared_result): by whichever asks first, two at a time; the pytest-xdist workers share them
+    out (a run another worker has started is waited for, not run twice)."""
+
+    def __init__(self, tmp_path_factory):
+        from autograder.course import assignments
+
+        self._factory = tmp_path_factory
+        self._names = assignments()
+        self._grades: dict = {}
+
+    def _load(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from autograder.course import stock_autograde
+
+        def run(assignment, wait):
+            return shared_result(self._factory, f"stock-nbgrader-{assignment}",
+                                 lambda folder: stock_autograde(folder, [assignment])[assignment], wait=wait)
+
+        with ThreadPoolExecutor(max_workers=2) as pool:  # the runs nobody has started
+            started = dict(zip(self._names, pool.map(lambda a: run(a, False), self._names), strict=True))
+        for a in self._names:  # then wait for the others' runs
+            self._grades[a] = run(a, True) if started[a] is NOT_READY else started[a]
+
+    def __getitem__(self, assignment):
+        if not self._grades:
+            self._load()
+        return self._grades[assignment]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self):
+        return len(self._names)
+
+
+NOT_READY = object()
+
+
+def shared_result(tmp_path_factory, name, compute, wait=True):
+    """``compute(folder)`` once per test run: an expensive set-up shared by the pytest-xdist
+    workers too (each worker has sessions of its own). The first worker to ask runs it in
+    ``folder``, under a lock, and pickles the result beside the workers' temporary folders; the
+    others wait for it (``wait=False``: NOT_READY at once while another runs it) and read it.
+    The result must not depend on which test asked."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's temporary folder: the workers' (popen-gw0, ...) parent
+    done = root / f"{name}.pickle"
+    with open(root / f"{name}.lock", "w") as lock:  # unlocked when closed, also on an error
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return NOT_READY
+        if not done.exists():
+            result = compute(root / name)
+            partial = done.with_suffix(".partial")
+            partial.write_bytes(pickle.dumps(result))
+            partial.rename(done)
+        return pickle.loads(done.read_bytes())
 
 
 def require_command(command: str, what: str):
@@ -40,6 +111,45 @@ def require_command(command: str, what: str):
         pytest.fail(f"{command} is not installed: {what} needs it (system-packages.txt). `make test` installs it "
                     f"when it can (root or passwordless sudo); otherwise run:\n    {install_command(command)}",
                     pytrace=False)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Markers that follow from what a test uses (pyproject.toml registers them): `sandbox` on
+    every test whose fixtures include needs_bubblewrap; `slow` on every nbval notebook cell and
+    every test that reads stock_grades (stock nbgrader autograde of every fixture).
+    The test modules mark the rest (`slow`, `browser`) themselves."""
+    for item in items:
+        if "needs_bubblewrap" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.sandbox)
+        if _is_notebook(item) or "stock_grades" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a pytest-xdist worker (make test): see FIRST
+        items.sort(key=lambda item: -FIRST.get(item.nodeid.split("::")[0], 0))
+
+
+def _is_notebook(item):
+    return item.nodeid.split("::")[0].endswith(".ipynb")
+
+
+# make test runs pytest-xdist with --dist loadscope: one worker runs a module whole (its module-scope
+# set-ups: each grading run, JupyterLab, the browser session, built once) and a notebook's nbval
+# cells whole (one kernel). (--dist loadgroup would allow finer units, but pytest-xdist 3.8.0's
+# groups do nothing under pytest 9.2: it renames item._nodeid, which pytest 9 no longer reads.)
+# The modules it starts first, longest first (seconds each took in the one serial run of
+# 2026-11-26, 2056 s in all), so that the two workers finish together; the rest keep their order.
+# test_grading comes after the others of its size: its tests read stock_grades, which the first
+# module starts making (two assignments at a time) while the other worker runs the ones above it.
+FIRST = {
+    "tests/test_autograde.py": 692,  # stock_grades
+    "tests/test_any_course.py": 241,
+    "tests/test_figures.py": 171,
+    "tests/test_browser.py": 133,
+    "tests/test_grading.py": 130,  # 347 s
+    "tests/test_selfcheck.py": 123,
+    "tests/test_submit.py": 63,
+    "tests/test_fidelity_course.py": 58,
+    "tests/test_fullcheck.py": 53,
+}
 
 
 @pytest.fixture(scope="session")

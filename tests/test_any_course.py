@@ -20,9 +20,8 @@ import sys
 from pathlib import Path
 
 import nbformat
-import pytest
-
 import nbgrader
+import pytest
 
 COURSES = Path(__file__).parent / "fixtures" / "courses"
 FIXTURE = COURSES / "stats101"
@@ -82,7 +81,7 @@ def _is_solution(course_root, config, assignment, notebook, grade_id):
 
 
 @pytest.fixture(scope="module")
-def stats101(tmp_path_factory):
+def stats101(tmp_path_factory, needs_bubblewrap):
     root = tmp_path_factory.mktemp("stats101")
     stock, ours = root / "stock", root / "ours"
     shutil.copytree(FIXTURE, stock)
@@ -118,6 +117,7 @@ def test_third_party_course_gets_exactly_nbgrader_autograde_scores(stats101):
     assert (stats101["ours"] / "gradebook.db").exists()
 
 
+@pytest.mark.usefixtures("needs_bubblewrap")  # grades: the sandbox
 @pytest.mark.parametrize("name", sorted(THIRD_PARTY))
 def test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scores(name, tmp_path):
     """phys210: numpy arrays, np.testing, a matplotlib Axes returned, partial credit, a warning on stderr;
@@ -144,6 +144,7 @@ def test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scor
     assert f"{assignment}/" in calibration and "calibration:" in proc.stdout
 
 
+@pytest.mark.usefixtures("needs_bubblewrap")  # grades: the sandbox
 def test_user_guide_course_gets_nbgrader_published_totals(tmp_path):
     course = tmp_path / "user_guide"
     shutil.copytree(USER_GUIDE / "source", course / "source")
@@ -160,6 +161,7 @@ def test_user_guide_course_gets_nbgrader_published_totals(tmp_path):
     assert totals == published
 
 
+@pytest.mark.usefixtures("needs_bubblewrap")  # grades: the sandbox
 def test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel(tmp_path):
     """A magic in a test cell: the notebook is graded in one kernel (status in-kernel), exactly as stock."""
     course = tmp_path / "magic"
@@ -182,6 +184,7 @@ def test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel(tmp_path):
     assert "calibration: hw1/hw1: in-kernel" in proc.stdout
 
 
+@pytest.mark.usefixtures("needs_bubblewrap")  # grades: the sandbox
 def test_other_kernels_and_autotest_are_refused(tmp_path):
     course = tmp_path / "other"
     shutil.copytree(FIXTURE, course)

@@ -41,6 +41,8 @@ from autograder.grading.intake.collect import read_source
 from autograder.selfcheck import is_selfcheck_cell
 from exercise_answers import filled_release, reference_answers
 
+pytestmark = pytest.mark.browser  # make test-fast leaves it out; make test-browser runs it alone
+
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts" / "browser"
 CHROMIUM = "/usr/bin/chromium"

@@ -94,7 +94,7 @@ def test_check_call_returns_result_or_explains_the_exception():
     import warnings
 
     def noisy():
-        warnings.warn("ignored")
+        warnings.warn("ignored", stacklevel=2)
         return 3
 
     assert check_call(noisy, "f()") == 3
@@ -230,7 +230,7 @@ def test_quiet_captures_warnings_and_stderr(capsys):
     import warnings
 
     with quiet() as caught:
-        warnings.warn("loud")
+        warnings.warn("loud", stacklevel=2)
         print("noise", file=sys.stderr)
     assert caught == ["loud"]
     assert capsys.readouterr().err == ""

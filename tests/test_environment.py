@@ -21,8 +21,10 @@ def _pins(lines):
 
 
 def pyproject_pins():
+    """Every direct dependency: the project's and its extras' (`dev`: the lint and type tools)."""
     data = tomllib.loads((REPO / "pyproject.toml").read_text())
-    return _pins(data["project"]["dependencies"])
+    extras = data["project"].get("optional-dependencies", {}).values()
+    return _pins([*data["project"]["dependencies"], *(line for group in extras for line in group)])
 
 
 def environment_pins():

@@ -24,10 +24,12 @@ def _files(root):
                   and ".ipynb_checkpoints" not in p.parts)
 
 
+@pytest.mark.slow  # nbgrader generate_assignment of every assignment
 def test_same_files(regenerated):
     assert _files(EXERCISES) == _files(regenerated), "run `make exercises` and commit exercises/"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", assignments())
 def test_exercise_notebooks_equal_generated(regenerated, assignment):
     for generated in sorted((regenerated / assignment).glob("*.ipynb")):

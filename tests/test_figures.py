@@ -23,6 +23,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from autograder.figures import INFO_MIME, execute_with_figure_info, figure_differences, lesson_problems
 from autograder.notebooks import execute
 
+pytestmark = pytest.mark.slow  # every test runs notebooks in kernels
+
 REPO = Path(__file__).resolve().parents[1]
 LESSONS = sorted((REPO / "course").glob("0[1-9]*.ipynb"))
 # Another CPU, as far as one machine can play it: no vectorised ATen kernels, and one thread

@@ -165,7 +165,7 @@ def test_formula_student_id_is_refused_and_never_a_formula(hostile):
     text = (hostile["out"] / "grades.csv").read_text()
     for line in text.splitlines()[1:]:
         for cell in next(csv.reader([line])):
-            assert not cell[:1] in ("=", "+", "@") and not (cell[:1] == "-" and not cell[1:2].isdigit()), line
+            assert cell[:1] not in ("=", "+", "@") and not (cell[:1] == "-" and not cell[1:2].isdigit()), line
     assert not (hostile["out"] / "feedback" / FORMULA).exists()
 
 

@@ -80,7 +80,7 @@ def test_errors_read_as_in_one_kernel(student):
     with pytest.raises(TypeError, match="^'Shape' object is not subscriptable$"):
         s[0]
     with pytest.raises(AttributeError, match="'Shape' object has no attribute 'volume'"):
-        s.volume
+        _ = s.volume
     with pytest.raises(TypeError, match="has no len"):
         len(s)
 

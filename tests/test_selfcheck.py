@@ -48,6 +48,7 @@ def fixture_cases():
             yield pytest.param(assignment, case, expected, id=f"{assignment}/{case}")
 
 
+@pytest.mark.slow  # `autograder check`: a process per notebook
 @pytest.mark.parametrize("assignment,notebook", EXERCISE_NOTEBOOKS)
 def test_untouched_release_is_not_attempted(assignment, notebook):
     result = run_check(EXERCISES / assignment / f"{notebook}.ipynb")
@@ -58,6 +59,7 @@ def test_untouched_release_is_not_attempted(assignment, notebook):
     assert "PASS" not in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment,notebook", EXERCISE_NOTEBOOKS)
 def test_reference_answers_pass(tmp_path, assignment, notebook):
     path = tmp_path / f"{notebook}.ipynb"
@@ -71,6 +73,7 @@ def test_reference_answers_pass(tmp_path, assignment, notebook):
     assert f"{len(names)} of {len(names)} functions pass their visible tests" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment,notebook", EXERCISE_NOTEBOOKS)
 def test_hidden_tests_of_a_source_notebook_are_not_run(tmp_path, assignment, notebook):
     """On the instructor's notebook, hidden tests are reported, never executed (nor passed)."""
@@ -87,6 +90,7 @@ def test_hidden_tests_of_a_source_notebook_are_not_run(tmp_path, assignment, not
     assert set(statuses(result.stdout).values()) == {"PASS"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment,case,expected", list(fixture_cases()))
 def test_fixture_case(assignment, case, expected):
     extra = ("--timeout", str(expected["timeout"])) if "timeout" in expected else ()
@@ -147,6 +151,7 @@ def test_every_exercise_ends_with_the_selfcheck_cell(assignment, notebook):
         assert "check()" in cell.source and cell.metadata["nbgrader"]["locked"]
 
 
+@pytest.mark.slow  # a kernel
 def test_check_cell_finds_its_notebook_like_in_jupyterlab(tmp_path):
     """JupyterLab starts the kernel with JPY_SESSION_NAME = the notebook's path; another
     notebook in the same folder must not confuse the check."""
@@ -162,6 +167,7 @@ def test_check_cell_finds_its_notebook_like_in_jupyterlab(tmp_path):
     assert "Warning" not in out
 
 
+@pytest.mark.slow  # a kernel
 def test_check_cell_warns_when_the_saved_file_is_not_what_ran(tmp_path):
     assignment, notebook = EXERCISE_NOTEBOOKS[0]
     shutil.copy(EXERCISES / assignment / f"{notebook}.ipynb", tmp_path)  # saved: still blank

@@ -57,7 +57,7 @@ def test_zip_has_the_nbgrader_submitted_layout(tmp_path, answered):
         stamp = zf.read(f"{folder}/timestamp.txt").decode()
     from nbgrader.utils import parse_utc  # the parser nbgrader applies to timestamp.txt
 
-    age = datetime.datetime.now(datetime.timezone.utc) - parse_utc(stamp).replace(tzinfo=datetime.timezone.utc)
+    age = datetime.datetime.now(datetime.UTC) - parse_utc(stamp).replace(tzinfo=datetime.UTC)
     assert datetime.timedelta(0) <= age < datetime.timedelta(minutes=10)
 
 
@@ -68,6 +68,7 @@ def test_blank_notebook_is_submitted_with_a_note(tmp_path):
     assert f"Note: {', '.join(names)} still raise NotImplementedError (not attempted yet)" in result.stdout
 
 
+@pytest.mark.slow  # nbgrader autograde
 def test_unzipped_submission_is_graded_by_nbgrader(tmp_path, answered):
     out = tmp_path / "alice.zip"
     assert run_submit(answered, "--student", "alice", "--output", out, cwd=tmp_path).returncode == 0
@@ -134,6 +135,7 @@ def _student_nbgrader(cwd, *args):
     return result
 
 
+@pytest.mark.slow  # nbgrader release, fetch, submit, collect, autograde
 def test_jupyterhub_exchange_round_trip(tmp_path):
     """What the README tells an instructor and the students of a JupyterHub class to do."""
     exchange = tmp_path / "exchange"

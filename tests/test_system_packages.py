@@ -54,7 +54,7 @@ def log(env):
 
 
 def test_the_list_names_bubblewrap_and_chromium():
-    assert dict(zip(PACKAGES, COMMANDS)) == {"bubblewrap": "bwrap", "chromium": "chromium"}
+    assert dict(zip(PACKAGES, COMMANDS, strict=True)) == {"bubblewrap": "bwrap", "chromium": "chromium"}
 
 
 def test_without_root_or_sudo_it_stops_with_the_exact_command(tmp_path):
