@@ -12,6 +12,7 @@ from unittest import mock
 
 import pytest
 import torch
+
 from gpu_fakes import SCRIPTS, MiB, fake_cuda, load
 
 SCRIPT = SCRIPTS / "cuda_relu_memory.py"

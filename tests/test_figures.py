@@ -20,7 +20,12 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder.figures import INFO_MIME, execute_with_figure_info, figure_differences, lesson_problems
+from autograder.figures import (
+    INFO_MIME,
+    execute_with_figure_info,
+    figure_differences,
+    lesson_problems,
+)
 from autograder.notebooks import execute
 
 pytestmark = pytest.mark.slow  # every test runs notebooks in kernels
@@ -135,7 +140,7 @@ def test_checker_reports_each_broken_rule(tmp_path):
     ]
     problems = lesson_problems(path)
     assert len(problems) == len(expected), "\n".join(problems)
-    for problem, want in zip(problems, expected):
+    for problem, want in zip(problems, expected, strict=True):
         assert want.fullmatch(problem) if isinstance(want, re.Pattern) else problem == want, problem
 
 

@@ -11,6 +11,7 @@ from unittest import mock
 
 import pytest
 import torch
+
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 

@@ -13,6 +13,7 @@ from unittest import mock
 
 import torch
 import torch.nn as nn
+
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 EXPECTED = SCRIPTS.parents[1] / "tests" / "fixtures" / "gpu" / "gpu_autocast_cpu.md"

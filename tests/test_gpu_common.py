@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 COURSE = SCRIPTS.parent

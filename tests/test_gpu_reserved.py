@@ -13,6 +13,7 @@ from unittest import mock
 
 import pytest
 import torch
+
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 CPU = torch.device("cpu")

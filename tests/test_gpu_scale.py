@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 

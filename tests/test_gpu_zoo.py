@@ -12,6 +12,7 @@ import types
 import pytest
 import torch
 import torch.nn as nn
+
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 

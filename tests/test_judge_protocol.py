@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import subprocess
 
-from autograder.wire.frames import read_frame, write_frame
 from autograder.grading.host.sandbox import python_command
+from autograder.wire.frames import read_frame, write_frame
 
 
 def test_child_frame_always_precedes_ready():

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from autograder.wire import observation
 from autograder.wire import frames as protocol
+from autograder.wire import observation
 
 
 def test_too_many_values_are_refused_before_parsing():

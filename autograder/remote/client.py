@@ -88,7 +88,7 @@ class Remote:
     def __dir__(self):
         return _op("dir", self)
 
-    @property
+    @property  # type: ignore[misc]  # read-only: isinstance() sees the proxied class
     def __class__(self):
         """A built-in class the object derives from (``isinstance(obj, list)``), else Remote."""
         import builtins
@@ -234,7 +234,7 @@ for _name in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divm
         setattr(Remote, f"__i{_name}__", _binary("i" + _name))
 for _name in ("neg", "pos", "abs", "invert", "trunc", "floor", "ceil"):
     setattr(Remote, f"__{_name}__", _unary(_name))
-Remote.__hash__ = Remote.__dict__["__hash__"]  # (defining __eq__ would otherwise unset it)
+Remote.__hash__ = Remote.__dict__["__hash__"]  # type: ignore[method-assign]  # (__eq__ unsets it)
 
 
 def _op(name, *args):
