@@ -27,9 +27,44 @@ def stock_grades(tmp_path_factory):
     """Stock `nbgrader autograde` of every assignment's solution, blank release and fixture
     submissions, run once per session (tests/test_autograde.py checks them against
     expected.json; tests/test_grading.py checks that `autograder grade` gives the same scores)."""
-    from autograder.course import stock_autograde
+    return _StockGrades(tmp_path_factory.mktemp("stock-nbgrader"))
 
-    return stock_autograde(tmp_path_factory.mktemp("stock-nbgrader"))
+
+class _StockGrades(dict):
+    """``{assignment: {student: ...}}`` of :func:`autograder.course.stock_autograde`, each assignment graded
+    the first time it is looked up: ``pytest -k 05_diagnosis`` grades exercise 5 only; iterating grades all."""
+
+    def __init__(self, root):
+        super().__init__()
+        self.root = Path(root)
+
+    def __missing__(self, assignment):
+        from autograder.course import stock_autograde
+
+        self[assignment] = stock_autograde(self.root, [assignment])[assignment]
+        return self[assignment]
+
+    def _complete(self):
+        from autograder.course import assignments
+
+        for assignment in assignments():
+            self[assignment]  # noqa: B018 - grades it if missing
+        return self
+
+    def __iter__(self):
+        return iter(dict(self._complete()))
+
+    def __len__(self):
+        return len(dict(self._complete()))
+
+    def keys(self):
+        return dict(self._complete()).keys()
+
+    def values(self):
+        return dict(self._complete()).values()
+
+    def items(self):
+        return dict(self._complete()).items()
 
 
 def require_command(command: str, what: str):
