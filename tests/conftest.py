@@ -52,19 +52,19 @@ class _StockGrades(dict):
         return self
 
     def __iter__(self):
-        return iter(dict(self._complete()))
+        return dict.__iter__(self._complete())
 
     def __len__(self):
-        return len(dict(self._complete()))
+        return dict.__len__(self._complete())
 
     def keys(self):
-        return dict(self._complete()).keys()
+        return dict.keys(self._complete())
 
     def values(self):
-        return dict(self._complete()).values()
+        return dict.values(self._complete())
 
     def items(self):
-        return dict(self._complete()).items()
+        return dict.items(self._complete())
 
 
 def require_command(command: str, what: str):
