@@ -5,7 +5,8 @@ error output is tagged `raises-exception` and vice versa; no timings or machine-
 paths in outputs.
 Solutions (solutions/): nbgrader cells follow the grading contract: a solution cell's
 grade_id is the name it defines, each test cell is owned by one function
-(`test_<name>` / `test_<name>_...`), every function has a visible test cell and hidden tests.
+(`test_<name>` / `test_<name>_...`), every function has a visible test cell and hidden tests
+(a quiz's answer cell `<name>` sets `<name>_1`, `<name>_2`, ... instead of defining a function).
 """
 import re
 from pathlib import Path
@@ -67,8 +68,9 @@ def test_grading_contract_of_source_notebook(path):
     assert names and tests
     cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if "nbgrader" in c.metadata}
     for name in names:
-        assert re.search(rf"^(def|class) {re.escape(name)}\b", cells[name].source, re.M), (
-            f"solution cell {name!r} must define {name}")
+        # a function or class of that name, or (a quiz's answer cell) the numbered values name_1, name_2, ...
+        assert re.search(rf"^(def|class) {re.escape(name)}\b|^{re.escape(name)}_\d+ = ", cells[name].source, re.M), (
+            f"solution cell {name!r} must define {name} (or {name}_1, {name}_2, ...)")
         assert "### BEGIN SOLUTION" in cells[name].source
         owned = [t for t in tests if owner(t, names) == name]
         assert f"test_{name}" in owned, f"{name} needs a visible test cell test_{name}"

@@ -20,7 +20,7 @@ In one kernel (JupyterLab, nbgrader) the same objects are ordinary callables.
 The exercises' probes - functions a test hands to :func:`autograder.checks.observe` to run where
 the student's code runs (``backward_with(data, g)``: ``MyReLU.apply(x).backward(g)``, returns
 ``x.grad``) - live in one submodule per exercise (:mod:`.custom_backward`, :mod:`.index_assignment`,
-:mod:`.training_loops`); they use the student's names through :func:`student`, looked up at call
+:mod:`.training_loops`, :mod:`.diagnosis`); they use the student's names through :func:`student`, looked up at call
 time where they run, as a test cell's global would be.
 """
 from __future__ import annotations
