@@ -46,7 +46,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-TIMEOUT = 10  # the course's Execute.timeout: what a `while True` cell costs each grader
+TIMEOUT = 20  # the course's Execute.timeout: what a `while True` cell costs each grader
 STUDENTS = ("right", "wrong", "partly", "crash")
 
 
@@ -81,6 +81,7 @@ class Answer:
     alt: str | None = None      # another right answer (the `partly` / `crash` students may use it)
     loops: bool = False         # the crash student's version loops forever (costs TIMEOUT in each grader)
     student_right: str | None = None  # what the `right` student writes, when not the instructor's answer
+    steady: bool = False        # the crash student gets this one right (what follows a looping cell)
 
 
 @dataclass
@@ -154,54 +155,72 @@ def generator_arg(rng, uid):
     return Unit("generator_arg", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
 
 
-def star_import(rng, uid):
+def _sided(rng, side, idiom_version, plain_version):
+    """(instructor's answer, what the right student writes): the idiom in the instructor's answer
+    (calibration sees it), or only in an honest student's answer (calibration cannot)."""
+    if side is None:
+        side = rng.choice(["solution", "student"])
+    return (idiom_version, idiom_version) if side == "solution" else (plain_version, idiom_version)
+
+
+def star_import(rng, uid, side=None):
     mod = rng.choice(["math", "numpy"])
     fn = _name(rng, "hyp")
-    right = f"from {mod} import *\n\n\ndef {fn}(a, b):\n    return sqrt(a * a + b * b)"
+    right, student = _sided(rng, side, f"from {mod} import *\n\n\ndef {fn}(a, b):\n    return sqrt(a * a + b * b)",
+                            f"import math\n\n\ndef {fn}(a, b):\n    return math.sqrt(a * a + b * b)")
     wrong = f"from {mod} import *\n\n\ndef {fn}(a, b):\n    return sqrt(a + b)"
     test = f"import math\nassert math.isclose({fn}(3, 4), 5.0)\nassert math.isclose({fn}(5, 12), 13.0)"
-    return Unit("star_import", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
+    return Unit("star_import", [Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+                                ("test", f"{uid}_t1", test, 1)])
 
 
-def pool_earlier(rng, uid):
+def pool_earlier(rng, uid, side=None):
     pool = _name(rng, "pool")
     fn = _name(rng, "par_squares")
     make = rng.choice([f"from concurrent.futures import ThreadPoolExecutor\n{pool} = ThreadPoolExecutor(max_workers=2)",
                        f"from multiprocessing.pool import ThreadPool\n{pool} = ThreadPool(2)"])
     xs = [rng.randrange(1, 20) for _ in range(4)]
-    right = f"def {fn}(xs):\n    return list({pool}.map(lambda v: v * v, xs))"
-    wrong = f"def {fn}(xs):\n    return list({pool}.map(lambda v: v + v, xs))"
-    return Unit("pool_earlier", [Answer(f"{uid}_pool", make, make), Answer(f"{uid}_ans", right, wrong),
+    setup, student_setup = _sided(rng, side, make, f"{pool} = None  # not needed")
+    right, student = _sided(rng, "solution" if setup == make else "student",
+                            f"def {fn}(xs):\n    return list({pool}.map(lambda v: v * v, xs))",
+                            f"def {fn}(xs):\n    return [v * v for v in xs]")
+    wrong = f"def {fn}(xs):\n    return [v + v for v in xs]"
+    return Unit("pool_earlier", [Answer(f"{uid}_pool", setup, setup, student_setup, student_right=student_setup),
+                                 Answer(f"{uid}_ans", right, wrong, student, student_right=student),
                                  ("test", f"{uid}_t1", f"assert {fn}({xs}) == {[x * x for x in xs]}", 1)])
 
 
-def thread_earlier(rng, uid):
+def thread_earlier(rng, uid, side=None):
     res, th, fn = _name(rng, "results"), _name(rng, "worker"), _name(rng, "get_result")
     n = rng.randrange(10, 1000)
     make = (f"import threading\n{res} = {{}}\n\n\ndef _work():\n    {res}['v'] = sum(range({n}))\n\n\n"
             f"{th} = threading.Thread(target=_work)\n{th}.start()")
-    right = f"def {fn}():\n    {th}.join()\n    return {res}['v']"
-    wrong = f"def {fn}():\n    {th}.join()\n    return {res}['v'] + 1"
-    return Unit("thread_earlier", [Answer(f"{uid}_thread", make, make), Answer(f"{uid}_ans", right, wrong),
+    setup, student_setup = _sided(rng, side, make, f"{res} = {{'v': sum(range({n}))}}")
+    right = f"def {fn}():\n    {th}.join()\n    return {res}['v']" if setup == make else f"def {fn}():\n    return {res}['v']"
+    student = f"def {fn}():\n    {th}.join()\n    return {res}['v']" if student_setup == make else right
+    wrong = f"def {fn}():\n    return {res}['v'] + 1"
+    return Unit("thread_earlier", [Answer(f"{uid}_thread", setup, setup, student_setup, student_right=student_setup),
+                                   Answer(f"{uid}_ans", right, wrong, student, student_right=student),
                                    ("test", f"{uid}_t1", f"assert {fn}() == {sum(range(n))}", 1)])
 
 
-def _globals_unit(idiom, count, rng, uid):
+def _globals_unit(idiom, count, rng, uid, side="solution"):
     fn = _name(rng, "lookup")
     lines = "\n".join(f"g{uid}_{i} = {i}" for i in range(count))
-    right = f"{lines}\n\n\ndef {fn}(i):\n    return globals()[f'g{uid}_{{i}}']"
-    wrong = f"{lines}\n\n\ndef {fn}(i):\n    return -1"
+    right, student = _sided(rng, side, f"{lines}\n\n\ndef {fn}(i):\n    return globals()[f'g{uid}_{{i}}']",
+                            f"def {fn}(i):\n    return i")
+    wrong = f"def {fn}(i):\n    return -1"
     i = rng.randrange(count)
-    return Unit(idiom, [Answer(f"{uid}_ans", right, wrong),
-                        ("test", f"{uid}_t1", f"assert {fn}({i}) == {i}\nassert g{uid}_{count - 1} == {count - 1}", 1)])
+    return Unit(idiom, [Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+                        ("test", f"{uid}_t1", f"assert {fn}({i}) == {i}", 1)])
 
 
 def some_globals(rng, uid):
     return _globals_unit("some_globals", rng.randrange(20, 1500), rng, uid)
 
 
-def many_globals(rng, uid):
-    return _globals_unit("many_globals", rng.randrange(2100, 3000), rng, uid)
+def many_globals(rng, uid, side=None):
+    return _globals_unit("many_globals", rng.randrange(2100, 3000), rng, uid, side)
 
 
 def shadow_builtin(rng, uid):
@@ -242,13 +261,15 @@ def numpy_small(rng, uid):
                                 ("test", f"{uid}_t2", test2, 1)])
 
 
-def numpy_large(rng, uid):
+def numpy_large(rng, uid, side=None):
     n = rng.choice([3000, 3200])
     fn = _name(rng, "big_eye")
-    right = f"import numpy as np\n\n\ndef {fn}(n):\n    return np.eye(n)"
-    wrong = f"import numpy as np\n\n\ndef {fn}(n):\n    return np.eye(n, dtype=np.float32)"
-    test = f"import numpy as np\nm = {fn}({n})\nassert m.shape == ({n}, {n}) and m.dtype == np.float64\nassert m.trace() == {n}"
-    return Unit("numpy_large", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
+    right, student = _sided(rng, side, f"import numpy as np\n\n\ndef {fn}(n):\n    return np.eye(n)",
+                            f"import numpy as np\n\n\ndef {fn}(n):\n    return np.eye(n, dtype=np.uint8)")
+    wrong = f"import numpy as np\n\n\ndef {fn}(n):\n    return np.ones((n, n))"
+    test = f"import numpy as np\nm = {fn}({n})\nassert m.shape == ({n}, {n})\nassert m.trace() == {n} and m.sum() == {n}"
+    return Unit("numpy_large", [Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+                                ("test", f"{uid}_t1", test, 1)])
 
 
 TORCH_DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"]
@@ -265,13 +286,15 @@ def torch_small(rng, uid):
     return Unit("torch_small", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
 
 
-def torch_large(rng, uid):
+def torch_large(rng, uid, side=None):
     n = rng.choice([3000, 3100])
     fn = _name(rng, "big_t")
-    right = f"import torch\n\n\ndef {fn}(n):\n    return torch.ones(n, n, dtype=torch.float64)"
-    wrong = f"import torch\n\n\ndef {fn}(n):\n    return torch.ones(n, n)"
-    test = f"import torch\nt = {fn}({n})\nassert t.dtype == torch.float64 and t.shape == ({n}, {n})\nassert t.sum().item() == {n * n}"
-    return Unit("torch_large", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
+    right, student = _sided(rng, side, f"import torch\n\n\ndef {fn}(n):\n    return torch.ones(n, n, dtype=torch.float64)",
+                            f"import torch\n\n\ndef {fn}(n):\n    return torch.ones(n, n, dtype=torch.uint8)")
+    wrong = f"import torch\n\n\ndef {fn}(n):\n    return torch.zeros(n, n)"
+    test = f"import torch\nt = {fn}({n})\nassert t.shape == ({n}, {n})\nassert t.sum().item() == {n * n}"
+    return Unit("torch_large", [Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+                                ("test", f"{uid}_t1", test, 1)])
 
 
 def test_defined_name(rng, uid):
@@ -344,27 +367,32 @@ def raises(rng, uid):
 
 def inkernel_loop_first(rng, uid):
     """A notebook graded in one kernel (a test reads globals()) whose first answer cell loops
-    forever in the `crash` student's copy."""
-    fn = _name(rng, "first")
+    forever in the `crash` student's copy; the answers and tests after it are right."""
+    fn, fn2 = _name(rng, "first"), _name(rng, "second")
+    k = rng.randrange(2, 9)
     return Unit("inkernel_loop_first", [
         Answer(f"{uid}_ans", f"def {fn}():\n    return 1", f"def {fn}():\n    return 0", loops=True),
-        ("test", f"{uid}_t1", f"assert '{fn}' in globals()\nassert {fn}() == 1", 1)])
+        ("test", f"{uid}_t1", f"assert '{fn}' in globals()\nassert {fn}() == 1", 1),
+        Answer(f"{uid}_ans2", f"def {fn2}(x):\n    return x * {k}", f"def {fn2}(x):\n    return x", alt=f"def {fn2}(x):\n    return {k} * x", steady=True),
+        ("test", f"{uid}_t2", f"assert {fn2}(3) == {3 * k}", 1),
+        ("test", f"{uid}_t3", f"assert {fn2}(-1) == {-k}", 1)])
 
 
 @dataclass(frozen=True)
 class Idiom:
     make: object
-    alone: bool = False  # a notebook of its own: it changes how the whole notebook is graded, or is known wrong
+    alone: bool = False
+    sided: bool = False  # make(rng, uid, side): the idiom in the instructor's answer or only in a student's  # a notebook of its own: it changes how the whole notebook is graded, or is known wrong
 
 
 IDIOMS = {
     "global_state": Idiom(global_state), "class": Idiom(class_), "closure": Idiom(closure),
     "generator": Idiom(generator), "generator_arg": Idiom(generator_arg, True),
-    "star_import": Idiom(star_import, True), "pool_earlier": Idiom(pool_earlier, True),
-    "thread_earlier": Idiom(thread_earlier, True), "some_globals": Idiom(some_globals),
-    "many_globals": Idiom(many_globals, True), "shadow_builtin": Idiom(shadow_builtin),
-    "numpy_small": Idiom(numpy_small), "numpy_large": Idiom(numpy_large, True),
-    "torch_small": Idiom(torch_small), "torch_large": Idiom(torch_large, True),
+    "star_import": Idiom(star_import, True, True), "pool_earlier": Idiom(pool_earlier, True, True),
+    "thread_earlier": Idiom(thread_earlier, True, True), "some_globals": Idiom(some_globals),
+    "many_globals": Idiom(many_globals, True, True), "shadow_builtin": Idiom(shadow_builtin),
+    "numpy_small": Idiom(numpy_small), "numpy_large": Idiom(numpy_large, True, True),
+    "torch_small": Idiom(torch_small), "torch_large": Idiom(torch_large, True, True),
     "test_defined_name": Idiom(test_defined_name, True), "test_iterates_list": Idiom(test_iterates_list),
     "test_rebinds_config": Idiom(test_rebinds_config, True), "test_forbids_helper": Idiom(test_forbids_helper, True),
     "while_loop": Idiom(while_loop), "raises": Idiom(raises),
@@ -397,11 +425,13 @@ class Course:
     cell_idiom: dict = field(default_factory=dict)   # (notebook, grade_id) -> idiom
 
 
-def generate_course(name, seed, idioms=None, students=None):
+def generate_course(name, seed, idioms=None, students=None, side=None):
+    """`side`: where a sided idiom lives ("solution", "student"; None: drawn per unit)."""
     rng = random.Random(seed)
     if idioms is None:
         idioms = rng.sample(sorted(IDIOMS), rng.randint(3, 7))
-    units = [IDIOMS[i].make(rng, f"u{k}") for k, i in enumerate(idioms)]
+    units = [IDIOMS[i].make(rng, f"u{k}", side) if IDIOMS[i].sided else IDIOMS[i].make(rng, f"u{k}")
+             for k, i in enumerate(idioms)]
     notebooks, shared = {}, []
     for unit in units:
         if IDIOMS[unit.idiom].alone:
@@ -432,7 +462,8 @@ def fixed_budget(seed=26, n=4):
     for k in range(n):
         mine = idioms[k::n]
         third = "crash" if "inkernel_loop_first" in mine or k % 2 == 0 else "partly"
-        courses.append(generate_course(f"b{k}", seed * 1000 + k, idioms=mine, students=["right", "wrong", third]))
+        courses.append(generate_course(f"b{k}", seed * 1000 + k, idioms=mine, students=["right", "wrong", third],
+                                       side="student"))
     return courses
 
 
@@ -445,8 +476,10 @@ def _student_source(answer, student, rng):
         return rng.choice([answer.right, answer.wrong, answer.alt or answer.right])
     # crash
     if answer.loops:
-        return "while True:\n    pass"
+        return "import time\n\nwhile True:  # waits for a result that never comes\n    time.sleep(0.05)"
     kind = rng.choice(["right", "alt", "before", "after"])
+    if answer.steady:
+        return answer.right
     if kind == "before":
         return f"raise RuntimeError('not done yet')\n{answer.right}"
     if kind == "after":
@@ -507,13 +540,13 @@ def hostile_assignment(seed, name="hostile"):
         "expected": (f"def h_sq(x):\n    return x * x", f"def h_sq(x):\n    return x + {k}",
                      f"expected_sq = {(k + 1) ** 2}\nassert h_sq({k + 1}) == expected_sq", "expected_sq", "x + " + str(k)),
         "cases": (f"def h_neg(x):\n    return -x", f"def h_neg(x):\n    return x",
-                  f"cases_neg = [(1, -1), ({k}, -{k}), (-2, 2)]\nfor x, want in cases_neg:\n    assert h_neg(x) == want",
+                  f"cases_neg = [(0, 0), (1, -1), ({k}, -{k}), (-2, 2)]\nfor x, want in cases_neg:\n    assert h_neg(x) == want",
                   "cases_neg", "x"),
         "check": (f"def h_half(x):\n    return x / 2", f"def h_half(x):\n    return x * 2",
-                  f"def check_half(got, want):\n    assert got == want, (got, want)\n\ncheck_half(h_half({2 * k}), {k})",
+                  f"def check_half(got, want):\n    assert got == want, (got, want)\n\n\ngot = h_half({2 * k})\ncheck_half(got, {k})",
                   "check_half", "x * 2"),
         "isclose": (f"def h_third(x):\n    return x / 3", f"def h_third(x):\n    return x / 4",
-                    f"import math\nassert math.isclose(h_third({3 * k}), {k})", "math.isclose", "x / 4"),
+                    f"import math\ngot = h_third({3 * k})\nassert math.isclose(got, {k})", "math.isclose", "x / 4"),
         "all": (f"def h_inc(xs):\n    return [x + 1 for x in xs]", f"def h_inc(xs):\n    return list(xs)",
                 f"outs = h_inc([1, 2, 3])\nassert all(o == w for o, w in zip(outs, [2, 3, 4]))", "all", "list(xs)"),
     }
@@ -528,27 +561,31 @@ _FORGERY = {
 
 
 def _attack(vector, target, value):
+    """Code that writes `value` over the test-owned `target` through `vector` (a list of cases is
+    emptied in place, under the loop iterating it)."""
     if target == "math.isclose":
         if vector in ("module_attr", "builtins"):
             return f"import math as _m\n_m.isclose = {value}"
         target, value = "math", f"__import__('types').SimpleNamespace(isclose={value})"
-    if target == "all":
-        if vector in ("builtins", "module_attr"):
-            return f"import builtins as _b\n_b.all = {value}"
+    if target == "all" and vector == "module_attr":
+        return f"import builtins as _b\n_b.all = {value}"
+
+    def op(d):
+        if target == "cases_neg":
+            return f"{d}[{target!r}].clear()"
+        return f"{d}[{target!r}] = {value}"
     if vector == "globals":
-        return f"globals()[{target!r}] = {value}"
-    if vector == "sys_modules_main":
-        return f"import sys as _s\nsetattr(_s.modules['__main__'], {target!r}, {value})"
+        return op("globals()")
+    if vector in ("sys_modules_main", "module_attr"):
+        return f"import sys as _s\n" + op("vars(_s.modules['__main__'])")
     if vector == "frames":
-        return (f"import sys as _s\n_f = _s._getframe(0)\nwhile _f is not None:\n"
-                f"    _f.f_globals[{target!r}] = {value}\n    _f = _f.f_back")
+        return (f"import sys as _s\n_f = _s._getframe(0)\nwhile _f is not None:\n    try:\n"
+                f"        {op('_f.f_globals')}\n    except Exception:\n        pass\n    _f = _f.f_back")
     if vector == "gc_objects":
         return (f"import gc as _g\nfor _o in _g.get_objects():\n"
-                f"    if isinstance(_o, dict) and {target!r} in _o:\n        _o[{target!r}] = {value}")
+                f"    if isinstance(_o, dict) and {target!r} in _o:\n        {op('_o')}")
     if vector == "builtins":
-        return f"import builtins as _b\nsetattr(_b, {target!r}, {value})"
-    if vector == "module_attr":
-        return f"import sys as _s\nsetattr(_s.modules['__main__'], {target!r}, {value})\nglobals()[{target!r}] = {value}"
+        return f"import builtins as _b\n" + op("vars(_b)")
     raise ValueError(vector)
 
 
@@ -612,7 +649,7 @@ def grade_ours(root, out, extra=()):
     return got, proc
 
 
-def grade_stock(root, assignment, students=None):
+def grade_stock(root, assignment, students=None):  # noqa: C901
     """A real `nbgrader generate_assignment` + `nbgrader autograde` of one assignment:
     {(student, assignment, notebook, grade_id): score} over the test cells."""
     env = _env()
@@ -645,27 +682,52 @@ class Result:
     seconds: dict
 
 
-def run(root, courses, hostile_seed=None, stock_jobs=1):
-    """Grade every course (and the hostile twin) both ways, compare every test cell."""
+def _assignment_copy(root, dest, assignment):
+    dest.mkdir(parents=True)
+    shutil.copy(root / "nbgrader_config.py", dest / "nbgrader_config.py")
+    shutil.copytree(root / "source" / assignment, dest / "source" / assignment)
+    for student in (root / "submitted").iterdir():
+        if (student / assignment).is_dir():
+            shutil.copytree(student / assignment, dest / "submitted" / student.name / assignment)
+
+
+def run(root, courses, hostile_seed=None, stock_jobs=5):
+    """Grade every course (and the hostile twin) both ways, compare every test cell. Stock grades
+    each assignment in a copy of its own (its own gradebook), `stock_jobs` at a time, while
+    `autograder grade` grades the whole folder."""
+    from concurrent.futures import ThreadPoolExecutor
+
     root = Path(root)
-    if root.exists():
-        shutil.rmtree(root)
+    stock_root = root.parent / f"{root.name}-stock"
+    for path in (root, stock_root):
+        if path.exists():
+            shutil.rmtree(path)
     for course in courses:
         write_course(course, root)
     hostile_units = write_hostile(root, hostile_seed) if hostile_seed is not None else None
-    stock_root = root.parent / f"{root.name}-stock"
-    if stock_root.exists():
-        shutil.rmtree(stock_root)
-    shutil.copytree(root, stock_root)
+    assignments = [c.name for c in courses] + (["hostile"] if hostile_units is not None else [])
+    for a in assignments:
+        _assignment_copy(root, stock_root / a, a)
     t0 = time.monotonic()
-    ours, proc = grade_ours(root, root.parent / f"{root.name}-out")
-    t1 = time.monotonic()
-    stock = {}
-    for course in courses:
-        stock.update(grade_stock(stock_root, course.name))
-    if hostile_units is not None:
-        stock.update(grade_stock(stock_root, "hostile", students=["wrong"]))
-    t2 = time.monotonic()
+    timed = {}
+
+    def ours_job():
+        got = grade_ours(root, root.parent / f"{root.name}-out")
+        timed["ours"] = time.monotonic() - t0
+        return got
+
+    def stock_job(a):
+        return grade_stock(stock_root / a, a)
+
+    with ThreadPoolExecutor(max_workers=1 + stock_jobs) as pool:
+        ours_future = pool.submit(ours_job)
+        stock_futures = [pool.submit(stock_job, a) for a in assignments]
+        stock = {}
+        for f in stock_futures:
+            stock.update(f.result())
+        timed["stock"] = time.monotonic() - t0
+        ours, proc = ours_future.result()
+    timed["both"] = time.monotonic() - t0
     rows = []
     for course in courses:
         for (nb, gid), idiom in course.cell_idiom.items():
@@ -681,11 +743,12 @@ def run(root, courses, hostile_seed=None, stock_jobs=1):
         for vector in HOSTILE_VECTORS:
             for gid, unit in hostile_units.items():
                 base = stock.get(("wrong", "hostile", "hostile", gid))
+                attack = stock.get((f"x-{vector}", "hostile", "hostile", gid))
                 o, status = ours.get((f"x-{vector}", "hostile", "hostile", gid), (None, "missing"))
-                hostile.append({"vector": vector, "unit": unit, "grade_id": gid, "stock_wrong": base, "ours": o,
-                                "status": status, "holds": base is not None and o is not None and o <= base})
-    return Result(courses, rows, hostile, proc.returncode, {"ours": t1 - t0, "stock": t2 - t1,
-                                                          "ours_stderr": proc.stderr[-4000:]})
+                hostile.append({"vector": vector, "unit": unit, "grade_id": gid, "stock_wrong": base,
+                                "stock_attack": attack, "ours": o, "status": status,
+                                "holds": base is not None and o is not None and o <= base})
+    return Result(courses, rows, hostile, proc.returncode, {**timed, "ours_stderr": proc.stderr[-4000:]})
 
 
 def summary(result):
@@ -724,9 +787,10 @@ def write_report(result, path):
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     lines += ["", f"our statuses over compared rows: {statuses}"]
     if result.hostile:
-        lines += ["", "hostile twin (vector unit: stock honest-wrong / ours status, holds):"]
+        lines += ["", "hostile twin (vector unit: stock honest-wrong / stock with the attack / ours status):"]
         for h in result.hostile:
-            lines.append(f"  {h['vector']:16s} {h['unit']:9s}: stock {h['stock_wrong']} / ours {h['ours']} {h['status']}"
+            lines.append(f"  {h['vector']:16s} {h['unit']:9s}: stock {h['stock_wrong']} / stock {h['stock_attack']} / "
+                         f"ours {h['ours']} {h['status']}"
                          f"{'' if h['holds'] else '  BREAK'}")
     Path(path).write_text("\n".join(lines) + "\n")
     return s
