@@ -425,6 +425,7 @@ class Course:
     students: list
     cell_idiom: dict = field(default_factory=dict)   # (notebook, grade_id) -> idiom
     cell_side: dict = field(default_factory=dict)    # (notebook, grade_id) -> Unit.side
+    cell_points: dict = field(default_factory=dict)  # (notebook, grade_id) -> points
 
 
 def generate_course(name, seed, idioms=None, students=None, side=None):
@@ -456,6 +457,9 @@ def generate_course(name, seed, idioms=None, students=None, side=None):
             for gid in unit.tests():
                 course.cell_idiom[(nb, gid)] = unit.idiom
                 course.cell_side[(nb, gid)] = unit.side
+            for c in unit.cells:
+                if isinstance(c, tuple):
+                    course.cell_points[(nb, c[1])] = c[3]
     return course
 
 
@@ -756,6 +760,7 @@ def run(root, courses, hostile_seed=None, stock_jobs=5):
                 o, status = ours.get(key, (None, "missing"))
                 rows.append({"course": course.name, "seed": course.seed, "idiom": idiom,
                              "side": course.cell_side.get((nb, gid), ""), "student": student,
+                             "points": course.cell_points[(nb, gid)],
                              "notebook": nb, "grade_id": gid, "stock": s, "ours": o, "status": status,
                              "agree": s is not None and o is not None and s == o})
     hostile = []

@@ -93,6 +93,17 @@ def test_hostile_student_never_beats_the_honest_wrong_twin(fuzzed, vector):
     assert not bad, "\n".join(bad)
 
 
+def test_generated_courses_are_honest_under_stock(fuzzed):
+    """Stock nbgrader gives the `right` student every point, save where the test forbids the helper
+    that student used (test_forbids_helper: 0 by design), and the `wrong` student loses points."""
+    rows = fuzzed["result"].rows
+    short = [r for r in rows if r["student"] == "right" and r["idiom"] != "test_forbids_helper"
+             and r["stock"] != r["points"]]
+    assert not short, short
+    assert sum(r["stock"] for r in rows if r["student"] == "wrong") < sum(r["points"] for r in rows
+                                                                          if r["student"] == "wrong") / 2
+
+
 def test_honest_twins_score_as_expected_under_stock(fuzzed):
     """The hostile comparison means something only if the honest wrong twin loses every point
     under stock and the right answers get them all."""
