@@ -105,10 +105,13 @@ def test_generated_courses_are_honest_under_stock(fuzzed):
 
 
 def test_honest_twins_score_as_expected_under_stock(fuzzed):
-    """The hostile comparison means something only if the honest wrong twin loses every point
-    under stock and the right answers get them all."""
-    rows = [h for h in fuzzed["result"].hostile]
+    """The hostile comparison means something only if the honest wrong twin loses every point under
+    stock, and each attack is real: stock nbgrader, where the test runs in the student's kernel, is
+    fooled by every vector on some test."""
+    rows = fuzzed["result"].hostile
     assert rows and all(h["stock_wrong"] == 0 for h in rows), rows
+    for vector in fuzz.HOSTILE_VECTORS:
+        assert any(h["stock_attack"] > h["stock_wrong"] for h in rows if h["vector"] == vector), vector
 
 
 @pytest.mark.xfail(strict=True, reason="issue 26 item 6 (exit status): grader-error rows leave the run exiting 0")
