@@ -720,6 +720,7 @@ def run(root, courses, hostile_seed=None, stock_jobs=5):
     `autograder grade` grades the whole folder."""
     from concurrent.futures import ThreadPoolExecutor
 
+    STOCK_ERRORS.clear()
     root = Path(root)
     stock_root = root.parent / f"{root.name}-stock"
     for path in (root, stock_root):

@@ -11,7 +11,6 @@ and our status) is written to artifacts/fuzz/fixed-budget.txt.
 """
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
