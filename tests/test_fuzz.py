@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("needs_bubblewrap")
 REPORT = Path(__file__).resolve().parents[1] / "artifacts" / "fuzz" / "fixed-budget.txt"
 
 # idiom -> issue 26 item: graded below (or above) stock today, in the fixed budget
-FAILING_IDIOMS = {"many_globals": 6, "numpy_large": 7, "torch_large": 7, "test_forbids_helper": 9}
+FAILING_IDIOMS = {"threadpool_earlier": 5, "many_globals": 6, "numpy_large": 7, "torch_large": 7, "test_forbids_helper": 9}
 # hostile vector -> issue 26 item: a wrong answer that attacks this way scores above its honest twin today
 FAILING_VECTORS = {}
 
