@@ -1,0 +1,133 @@
+"""The differential fuzzer's fixed budget (issue 26 item 5): generated honest courses graded by
+`autograder grade` and by a real `nbgrader autograde`, compared test cell by test cell, and the
+hostile twin (student code writing the test's names and objects never scores above stock's score
+for the honest wrong twin). The long run is `python -m tests.fuzz --n 50 --seed S` (`make fuzz`).
+
+Every idiom of the grammar is generated (4 seeded courses, `fuzz.fixed_budget`) and each has its
+own test: agreement on every cell of its units. The classes issue 26 lists as graded wrong today
+are `xfail(strict=True)` with their item, so each test flips to a failure, and must be unmarked,
+the day its class is fixed. The report (counts, every disagreement with idiom, cell, both scores
+and our status) is written to artifacts/fuzz/fixed-budget.txt.
+
+Known classes the fixed budget reproduces today (xfail): a multiprocessing ThreadPool made in an
+earlier cell (item 5: timeout), ~2,100+ globals in a student's answer (item 6: 0, status ok), a
+72 MB float64 array or tensor returned (item 7: observation-error), a test rebinding a helper the
+student's answer uses (item 9: ours 1, stock 0), and grader-error rows with exit 0 (item 6's exit
+status). Known classes it generates and finds graded as stock, so asserted: star imports (math and
+numpy, in the solution or only in a student's answer), a concurrent.futures pool and a thread from
+an earlier cell, a generator passed into student code (calibration grades that notebook in one
+kernel), a looping first cell in a notebook graded in one kernel. Every hostile vector fools stock
+nbgrader and none gains a point here.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import fuzz
+
+pytestmark = pytest.mark.usefixtures("needs_bubblewrap")
+REPORT = Path(__file__).resolve().parents[1] / "artifacts" / "fuzz" / "fixed-budget.txt"
+
+# idiom -> issue 26 item: graded below (or above) stock today, in the fixed budget
+FAILING_IDIOMS = {"threadpool_earlier": 5, "many_globals": 6, "numpy_large": 7, "torch_large": 7, "test_forbids_helper": 9}
+# hostile vector -> issue 26 item: a wrong answer that attacks this way scores above its honest twin today
+FAILING_VECTORS = {}
+
+
+def _marked(names, failing):
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"issue 26 item {failing[n]}"))
+            if n in failing else n for n in names]
+
+
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    start = time.monotonic()
+    result = fuzz.run(root / "course", fuzz.fixed_budget(), hostile_seed=26)
+    elapsed = time.monotonic() - start
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    summary = fuzz.write_report(result, REPORT)
+    return {"result": result, "summary": summary, "elapsed": elapsed, "root": root}
+
+
+def test_generator_is_seeded_and_every_cell_is_python():
+    one, two = fuzz.fixed_budget(), fuzz.fixed_budget()
+    assert [(c.name, c.cell_idiom, c.students) for c in one] == [(c.name, c.cell_idiom, c.students) for c in two]
+    assert {i for c in one for i in c.cell_idiom.values()} == set(fuzz.IDIOMS)
+    assert all(2 <= len(c.students) <= 4 for c in one)
+    for seed in range(30):
+        course = fuzz.generate_course("g", seed)
+        for units in course.notebooks.values():
+            for unit in units:
+                for cell in unit.cells:
+                    for code in ((cell.right, cell.wrong, cell.alt or "") if isinstance(cell, fuzz.Answer)
+                                 else (cell[2],) if isinstance(cell, tuple) else (cell,)):
+                        compile(code, unit.idiom, "exec")
+    for unit in fuzz.hostile_assignment(26).values():
+        for vector in fuzz.HOSTILE_VECTORS:
+            compile(fuzz.hostile_source(unit, vector), vector, "exec")
+
+
+def test_fixed_budget_compares_every_cell(fuzzed):
+    s, result = fuzzed["summary"], fuzzed["result"]
+    assert s["generated"] == 4
+    assert s["compared"] == sum(len(c.cell_idiom) * len(c.students) for c in result.courses) > 0
+    assert not fuzz.STOCK_ERRORS, fuzz.STOCK_ERRORS
+    # every row was graded by both (a missing row is a disagreement, never dropped)
+    assert all(r["stock"] is not None for r in result.rows), [r for r in result.rows if r["stock"] is None]
+    assert REPORT.read_text().startswith("differential fuzz")
+    print(REPORT.read_text())
+    print(f"fixed budget: {fuzzed['elapsed']:.1f} s")
+
+
+@pytest.mark.parametrize("idiom", _marked(sorted(fuzz.IDIOMS), FAILING_IDIOMS))
+def test_idiom_gets_stock_scores(fuzzed, idiom):
+    rows = [r for r in fuzzed["result"].rows if r["idiom"] == idiom]
+    assert rows, f"{idiom} was not generated"
+    bad = [f"{r['course']} {r['student']} {r['notebook']} {r['grade_id']}: stock {r['stock']}, ours {r['ours']} "
+           f"({r['status']})" for r in rows if not r["agree"]]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("vector", _marked(fuzz.HOSTILE_VECTORS, FAILING_VECTORS))
+def test_hostile_student_never_beats_the_honest_wrong_twin(fuzzed, vector):
+    rows = [h for h in fuzzed["result"].hostile if h["vector"] == vector]
+    assert len(rows) == len(fuzz.hostile_assignment(26))
+    assert all(h["stock_wrong"] is not None for h in rows)
+    bad = [f"{h['unit']}: ours {h['ours']} ({h['status']}) > stock honest-wrong {h['stock_wrong']}"
+           for h in rows if not h["holds"]]
+    assert not bad, "\n".join(bad)
+
+
+def test_generated_courses_are_honest_under_stock(fuzzed):
+    """Stock nbgrader gives the `right` student every point, save where the test forbids the helper
+    that student used (test_forbids_helper: 0 by design), and the `wrong` student loses points."""
+    rows = fuzzed["result"].rows
+    short = [r for r in rows if r["student"] == "right" and r["idiom"] != "test_forbids_helper"
+             and r["stock"] != r["points"]]
+    assert not short, short
+    assert sum(r["stock"] for r in rows if r["student"] == "wrong") < sum(r["points"] for r in rows
+                                                                          if r["student"] == "wrong") / 2
+
+
+def test_honest_twins_score_as_expected_under_stock(fuzzed):
+    """The hostile comparison means something only if the honest wrong twin loses every point under
+    stock, and each attack is real: stock nbgrader, where the test runs in the student's kernel, is
+    fooled by every vector on some test."""
+    rows = fuzzed["result"].hostile
+    assert rows and all(h["stock_wrong"] == 0 for h in rows), rows
+    for vector in fuzz.HOSTILE_VECTORS:
+        assert any(h["stock_attack"] > h["stock_wrong"] for h in rows if h["vector"] == vector), vector
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 item 6 (exit status): grader-error rows leave the run exiting 0")
+def test_grader_error_rows_make_the_run_exit_3(fuzzed):
+    """The README: any `grader-error` row makes `autograder grade` exit 3. The hostile twin's
+    students that bind `all` in their globals get such rows today."""
+    result = fuzzed["result"]
+    statuses = {r["status"] for r in result.rows} | {h["status"] for h in result.hostile}
+    assert "grader-error" in statuses
+    assert result.ours_rc == 3
