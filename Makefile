@@ -28,7 +28,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/00_start_here.ipynb
 LAB_ROOT ?= $(CURDIR)
 
-.PHONY: lab test test-fast lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
+.PHONY: fuzz lab test test-fast lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
@@ -41,6 +41,7 @@ help:
 	@echo "make notebooks- re-execute course/ and solutions/ notebooks, then regenerate exercises/"
 	@echo "make exercises- regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make lock     - rewrite requirements.lock from the installed .venv"
+	@echo "make fuzz     - differential fuzz vs stock nbgrader (FUZZ_ARGS=--n 50 --seed 1), report in artifacts/fuzz/"
 	@echo "make bench    - autograder grade vs stock nbgrader autograde on N submissions (BENCH_ARGS=--n 60)"
 
 venv: $(STAMP)
@@ -107,6 +108,12 @@ lock: $(STAMP)
 	{ sed -n '1,2p' requirements.lock; $(BIN)/python -m pip freeze --exclude-editable \
 		| sed 's/+cpu$$//' | grep -v -E '^(pip|setuptools)=='; } > requirements.lock.new
 	mv requirements.lock.new requirements.lock
+
+# The differential fuzzer's long run (issue 26 item 5): generated honest and hostile courses
+# graded by `autograder grade` and by stock `nbgrader autograde`, compared cell for cell.
+FUZZ_ARGS ?= --n 50 --seed 1
+fuzz: system-packages-test $(STAMP)
+	$(BIN)/python -m tests.fuzz $(FUZZ_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m autograder.grading.bench $(BENCH_ARGS)

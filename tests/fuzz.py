@@ -442,7 +442,7 @@ def generate_course(name, seed, idioms=None, students=None, side=None):
         idioms = rng.sample(sorted(IDIOMS), rng.randint(3, 7))
     units = [IDIOMS[i].make(rng, f"u{k}", side) if IDIOMS[i].sided else IDIOMS[i].make(rng, f"u{k}")
              for k, i in enumerate(idioms)]
-    for unit, idiom in zip(units, idioms):
+    for unit, idiom in zip(units, idioms, strict=True):
         if IDIOMS[idiom].sided:
             answers = [c for c in unit.cells if isinstance(c, Answer)]
             unit.side = "solution" if all(a.student_right in (None, a.right) for a in answers) else "student"
@@ -470,11 +470,16 @@ def generate_course(name, seed, idioms=None, students=None, side=None):
     return course
 
 
+# In the long run only: issue 26 item 10 reports this class not repeatable (stock's score in one
+# run of three), so in the fixed budget it could turn CI red or green by chance.
+LONG_RUN_ONLY = {"inkernel_loop_first"}
+
+
 def fixed_budget(seed=26, n=4):
     """`n` courses that together hold every idiom once (a seeded deal), each with the right, the
     wrong and a `crash` or `partly` student: what tests/test_fuzz.py grades."""
     rng = random.Random(seed)
-    idioms = sorted(IDIOMS)
+    idioms = sorted(set(IDIOMS) - LONG_RUN_ONLY)
     rng.shuffle(idioms)
     courses = []
     for k in range(n):
@@ -555,18 +560,18 @@ def hostile_assignment(seed, name="hostile"):
     rng = random.Random(seed)
     k = rng.randrange(3, 9)
     units = {
-        "expected": (f"def h_sq(x):\n    return x * x", f"def h_sq(x):\n    return x + {k}",
+        "expected": ("def h_sq(x):\n    return x * x", f"def h_sq(x):\n    return x + {k}",
                      f"expected_sq = {(k + 1) ** 2}\nassert h_sq({k + 1}) == expected_sq", "expected_sq", "x + " + str(k)),
-        "cases": (f"def h_neg(x):\n    return -x", f"def h_neg(x):\n    return x",
+        "cases": ("def h_neg(x):\n    return -x", "def h_neg(x):\n    return x",
                   f"cases_neg = [(0, 0), (1, -1), ({k}, -{k}), (-2, 2)]\nfor x, want in cases_neg:\n    assert h_neg(x) == want",
                   "cases_neg", "x"),
-        "check": (f"def h_half(x):\n    return x / 2", f"def h_half(x):\n    return x * 2",
+        "check": ("def h_half(x):\n    return x / 2", "def h_half(x):\n    return x * 2",
                   f"def check_half(got, want):\n    assert got == want, (got, want)\n\n\ngot = h_half({2 * k})\ncheck_half(got, {k})",
                   "check_half", "x * 2"),
-        "isclose": (f"def h_third(x):\n    return x / 3", f"def h_third(x):\n    return x / 4",
+        "isclose": ("def h_third(x):\n    return x / 3", "def h_third(x):\n    return x / 4",
                     f"import math\ngot = h_third({3 * k})\nassert math.isclose(got, {k})", "math.isclose", "x / 4"),
-        "all": (f"def h_inc(xs):\n    return [x + 1 for x in xs]", f"def h_inc(xs):\n    return list(xs)",
-                f"outs = h_inc([1, 2, 3])\nassert all(o == w for o, w in zip(outs, [2, 3, 4]))", "all", "list(xs)"),
+        "all": ("def h_inc(xs):\n    return [x + 1 for x in xs]", "def h_inc(xs):\n    return list(xs)",
+                "outs = h_inc([1, 2, 3])\nassert all(o == w for o, w in zip(outs, [2, 3, 4]))", "all", "list(xs)"),
     }
     return units
 
@@ -595,7 +600,7 @@ def _attack(vector, target, value):
     if vector == "globals":
         return op("globals()")
     if vector in ("sys_modules_main", "module_attr"):
-        return f"import sys as _s\n" + op("vars(_s.modules['__main__'])")
+        return "import sys as _s\n" + op("vars(_s.modules['__main__'])")
     if vector == "frames":
         return (f"import sys as _s\n_f = _s._getframe(0)\nwhile _f is not None:\n    try:\n"
                 f"        {op('_f.f_globals')}\n    except Exception:\n        pass\n    _f = _f.f_back")
@@ -603,7 +608,7 @@ def _attack(vector, target, value):
         return (f"import gc as _g\nfor _o in _g.get_objects():\n"
                 f"    if isinstance(_o, dict) and {target!r} in _o:\n        {op('_o')}")
     if vector == "builtins":
-        return f"import builtins as _b\n" + op("vars(_b)")
+        return "import builtins as _b\n" + op("vars(_b)")
     raise ValueError(vector)
 
 
@@ -625,7 +630,7 @@ def write_hostile(root, seed, name="hostile"):
     root = Path(root)
     units = hostile_assignment(seed, name)
     cells = [new_markdown_cell(f"# {name}", metadata=meta("intro", locked=True))]
-    for key, (right, wrong, test, target, expr) in units.items():
+    for key, (right, _wrong, test, _target, _expr) in units.items():
         cells.append(answer_cell(f"{key}_ans", right))
         cells.append(test_cell(f"{key}_t", test, 1))
     source = new_notebook(cells=cells, metadata=KERNELSPEC)
@@ -679,7 +684,7 @@ def grade_stock(root, assignment, students=None):
         cmd += [f"--student={s}" for s in students]
     for step in ([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
                   "--log-level=ERROR"], cmd):
-        for attempt in (1, 2):  # a kernel that fails to start on a loaded machine: once more
+        for _attempt in (1, 2):  # a kernel that fails to start on a loaded machine: once more
             proc = subprocess.run(step, cwd=root, capture_output=True, text=True, env=env, timeout=3600)
             if proc.returncode == 0:
                 break
@@ -833,7 +838,7 @@ def summary(result):
 
 def write_report(result, path):
     s = summary(result)
-    lines = [f"differential fuzz: autograder grade vs nbgrader autograde",
+    lines = ["differential fuzz: autograder grade vs nbgrader autograde",
              f"generated {s['generated']} courses ({s['notebooks']} notebooks, {s['submissions']} submissions); "
              f"compared {s['compared']} test cells: {s['agreements']} agreements, {s['disagreements']} disagreements; "
              f"autograder grade exit {s['ours_exit']}; seconds {s['seconds']}", "", "by idiom (compared / agree / disagree; @solution: the idiom is in the instructor's answer, "

@@ -16,8 +16,9 @@ student's answer uses (item 9: ours 1, stock 0), and grader-error rows with exit
 status). Known classes it generates and finds graded as stock, so asserted: star imports (math and
 numpy, in the solution or only in a student's answer), a concurrent.futures pool and a thread from
 an earlier cell, a generator passed into student code (calibration grades that notebook in one
-kernel), a looping first cell in a notebook graded in one kernel. Every hostile vector fools stock
-nbgrader and none gains a point here.
+kernel). A looping first cell in a notebook graded in one kernel (item 10, reported not
+repeatable) is in the long run only, skipped here with that reason. Every hostile vector fools
+stock nbgrader and none gains a point here.
 """
 from __future__ import annotations
 
@@ -38,8 +39,10 @@ FAILING_VECTORS = {}
 
 
 def _marked(names, failing):
+    long_run = pytest.mark.skip(reason="long run only (make fuzz): issue 26 item 10, not repeatable")
     return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"issue 26 item {failing[n]}"))
-            if n in failing else n for n in names]
+            if n in failing else pytest.param(n, marks=long_run) if n in fuzz.LONG_RUN_ONLY else n
+            for n in names]
 
 
 @pytest.fixture(scope="module")
