@@ -22,6 +22,17 @@ import time
 from pathlib import Path
 
 from autograder.grading import STATUSES
+from autograder.wire.types import MEMORY_LIMIT, Limits, Options
+
+_DEFAULT = Limits()
+
+
+def _size(n: int) -> str:
+    """``2G``, ``32M``: a size as the command line writes it."""
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
 
 
 def add_parser(subparsers):
@@ -40,21 +51,21 @@ def add_parser(subparsers):
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per code cell and per test cell (default: the course's Execute.timeout, "
                         "as nbgrader autograde; 120 in this course)")
-    p.add_argument("--memory-limit", default="2G",
+    p.add_argument("--memory-limit", default=_size(MEMORY_LIMIT),
                    help="memory a submission may use beyond the warm Python with torch, e.g. 512M, 2G "
-                        "(default 2G)")
+                        f"(default {_size(MEMORY_LIMIT)})")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="grade on a Dask distributed cluster (e.g. tcp://10.0.0.5:8786) instead of --jobs")
-    p.add_argument("--wall-limit", type=float, default=600.0,
-                   help="seconds for a whole notebook, cells and tests together (default 600)")
-    p.add_argument("--output-limit", default="32M",
-                   help="bytes of output (prints) per cell, and per test's calls into student code, e.g. 32M "
-                        "(default); the output kept in the feedback is shorter")
-    p.add_argument("--file-size-limit", default="256M",
+    p.add_argument("--wall-limit", type=float, default=_DEFAULT.wall,
+                   help=f"seconds for a whole notebook, cells and tests together (default {_DEFAULT.wall:g})")
+    p.add_argument("--output-limit", default=_size(_DEFAULT.output),
+                   help="bytes of output (prints) per cell, and per test's calls into student code, "
+                        f"e.g. {_size(_DEFAULT.output)} (default); the output kept in the feedback is shorter")
+    p.add_argument("--file-size-limit", default=_size(_DEFAULT.file_size),
                    help="largest file a submission may write (a compiler's temporary files, a saved model), "
-                        "e.g. 256M (default)")
-    p.add_argument("--processes", type=int, default=32,
-                   help="processes a submission may start (default 32)")
+                        f"e.g. {_size(_DEFAULT.file_size)} (default)")
+    p.add_argument("--processes", type=int, default=_DEFAULT.processes,
+                   help=f"processes a submission may start (default {_DEFAULT.processes})")
     p.add_argument("--course", type=Path, default=None,
                    help="nbgrader course folder: its nbgrader_config.py is read as nbgrader autograde reads it "
                         "(default: the current folder, like nbgrader)")
@@ -83,13 +94,8 @@ def run(args) -> int:
         course = Course(_course_root(args.course))
         submissions_dir = (args.submissions or course.config.submitted).resolve()
         timeout = args.timeout if args.timeout is not None else (course.config.timeout or 600.0)
-        limits = {
-            "timeout": float(timeout),
-            "wall": float(args.wall_limit),
-            "output": parse_size(args.output_limit),
-            "file_size": parse_size(args.file_size_limit),
-            "processes": int(args.processes),
-        }
+        limits = Limits(timeout=float(timeout), wall=float(args.wall_limit), output=parse_size(args.output_limit),
+                        file_size=parse_size(args.file_size_limit), processes=int(args.processes))
         memory = parse_size(args.memory_limit) if str(args.memory_limit).lower() not in ("0", "none") else None
         if args.no_sandbox:
             print("WARNING: --no-sandbox: student code runs with your rights, can read solutions/ and "
@@ -102,8 +108,7 @@ def run(args) -> int:
         out = args.out.resolve()
         out.mkdir(parents=True, exist_ok=True)
         imports = course.imports()
-        options = {"preload": imports, "sandbox": not args.no_sandbox, "memory_limit": memory,
-                   "log_dir": str(out / "logs")}
+        options = Options(preload=imports, sandbox=not args.no_sandbox, memory_limit=memory, log_dir=str(out / "logs"))
         pool = None
         if not args.scheduler:  # the sandboxes warm up while the submissions are read
             from autograder.grading.host.scheduler import LocalPool

@@ -8,13 +8,14 @@ test process, and every observation back - enforcing each test's time limit (it 
 test process), the notebook's wall limit, and a size limit on everything it carries. It
 decides no verdict: the judge does.
 
-The result of a submission: ``{"cells": [...], "tests": [...], "main", "garbled", "restored",
-"seconds"}``, each test ``{"passed", "partial", "error", "message", "status", "output",
-"seconds"}`` (status: None, or why the test could not count: timeout, kernel-died,
+The result of a submission (:class:`~autograder.wire.types.ResultFrame`): ``{"cells": [...],
+"tests": [...], "main", "garbled", "restored", "seconds"}``, each test ``{"passed", "partial",
+"error", "message", "status", "output", "seconds"}`` (status: None, or why the test could not count: timeout, kernel-died,
 memory-limit, output-limit, tampered, not-run).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import os
@@ -28,11 +29,11 @@ import time
 from pathlib import Path
 
 from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
+from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
 from autograder.grading.status import CALL_TEXT
 from autograder.grading.host.sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
 
 STARTUP_TIMEOUT = 600
-JUDGE_MEMORY = 2 << 30  # beyond its warm size, when no --memory-limit is given
 GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
 
 
@@ -88,12 +89,10 @@ class _Process:
 class Supervisor:
     """One sandbox and one judge; grades one task at a time (:meth:`grade`)."""
 
-    def __init__(self, preload=(), sandbox=True, memory_limit=None, log_dir=None, judge_preload=None):
-        self.preload = sorted(set(preload))
-        self.judge_preload = sorted(set(judge_preload if judge_preload is not None else preload))
-        self.sandbox = sandbox
-        self.memory_limit = memory_limit
-        self.log_dir = Path(log_dir or tempfile.gettempdir())
+    def __init__(self, options: Options):
+        self.options = options
+        self.preload = sorted(set(options.preload))  # grows when a task imports more (see grade)
+        self.log_dir = Path(options.log_dir or tempfile.gettempdir())
         self.zygote = None
         self.judge = None
         self.vm_base = None
@@ -118,7 +117,7 @@ class Supervisor:
 
     def _start_zygote(self):
         info_r = info_w = None
-        if self.sandbox:
+        if self.options.sandbox:
             info_r, info_w = os.pipe()
             cmd = bwrap_command(python_command("inside.zygote"), info_fd=info_w)
             tmp = sandbox_tmp()
@@ -168,7 +167,7 @@ class Supervisor:
         self.judge = _Process(python_command("host.judge"), self._log("judge-"), env=env,
                               cwd=tempfile.gettempdir())
         try:
-            self.judge.send({"preload": self.judge_preload})
+            self.judge.send({"preload": self.preload})
         except OSError:
             pass  # reported by _await_judge
 
@@ -193,7 +192,7 @@ class Supervisor:
             return
         import resource
 
-        limit = base + int(self.memory_limit or JUDGE_MEMORY)
+        limit = base + self.options.judge_memory
         try:
             resource.prlimit(self.judge.proc.pid, resource.RLIMIT_AS, (limit, limit))
         except (OSError, ValueError):
@@ -201,8 +200,8 @@ class Supervisor:
 
     @property
     def address_space(self):
-        if self.vm_base and self.memory_limit:
-            return self.vm_base + int(self.memory_limit)
+        if self.vm_base and self.options.memory_limit:
+            return self.vm_base + int(self.options.memory_limit)
         return None
 
     def close(self):
@@ -218,13 +217,12 @@ class Supervisor:
         return "\n".join(p.log_tail() for p in (self.zygote, self.judge) if p is not None)
 
     # -- grading ---------------------------------------------------------------------
-    def grade(self, task: dict) -> dict:
+    def grade(self, task: TaskFrame) -> ResultFrame:
         """Grade one task: ``{"id", "items", "tests", "files", "limits", "imports"}``."""
         missing = set(task.get("imports", ())) - set(self.preload)
         if self.zygote is None or not self.zygote.alive() or self.judge is None or not self.judge.alive() or missing:
             self.close()
             self.preload = sorted(set(self.preload) | missing)
-            self.judge_preload = sorted(set(self.judge_preload) | missing)
             self.start()
         try:
             return utf8_safe(_Run(self, task).run())
@@ -255,12 +253,12 @@ def utf8_safe(value, depth=0):
 class _Run:
     """One submission through one supervisor."""
 
-    def __init__(self, sup: Supervisor, task: dict):
+    def __init__(self, sup: Supervisor, task: TaskFrame):
         self.sup = sup
         self.z = sup.zygote
         self.j = sup.judge
         self.task = task
-        self.limits = dict(task["limits"], address_space=sup.address_space)
+        self.limits: LimitsFrame = dict(task["limits"], address_space=sup.address_space)  # type: ignore[assignment]
         self.timeout = float(self.limits["timeout"])
         self.start = time.monotonic()
         self.wall = self.start + float(self.limits["wall"])
@@ -509,16 +507,15 @@ _all: list = []
 _lock = threading.Lock()
 
 
-def thread_supervisor(options: dict) -> Supervisor:
+def thread_supervisor(options: Options) -> Supervisor:
     """The calling thread's supervisor (started on first use; used by the Dask tasks)."""
     sup = getattr(_local, "supervisor", None)
-    if sup is None or sup.sandbox != options.get("sandbox", True):
-        sup = Supervisor(preload=options.get("preload", ()), sandbox=options.get("sandbox", True),
-                         memory_limit=options.get("memory_limit"), log_dir=options.get("log_dir"))
+    if sup is None or sup.options.sandbox != options.sandbox:
+        sup = Supervisor(options)
         _local.supervisor = sup
         with _lock:
             _all.append(sup)
-    sup.memory_limit = options.get("memory_limit")
+    sup.options = dataclasses.replace(sup.options, memory_limit=options.memory_limit)
     return sup
 
 

@@ -261,7 +261,7 @@ def grade(task, shell, restorer, namespace, config):
     tok_r, tok_w = os.pipe()
     info_r, info_w = os.pipe()
     os.set_blocking(tok_r, False)
-    os.write(tok_w, b"t" * max(0, int(limits.get("processes", 32))))
+    os.write(tok_w, b"t" * max(0, int(limits["processes"])))
     os.close(tok_w)
     helper = os.fork()
     if helper == 0:
@@ -693,8 +693,8 @@ def _write_files(scratch, files, limits):
     for name, data in files:
         raw = base64.b64decode(data)
         total += len(raw)
-        if total > limits.get("files", 50 << 20):
-            notes.append("extra files beyond 50 MB were not copied")
+        if total > limits["files"]:
+            notes.append(f"extra files beyond {limits['files'] >> 20} MB were not copied")
             break
         path = os.path.join(scratch, name)
         if os.path.commonpath([os.path.realpath(path), os.path.realpath(scratch)]) != os.path.realpath(scratch):
