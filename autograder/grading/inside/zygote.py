@@ -28,6 +28,7 @@ import io
 import json
 import os
 import select
+import selectors
 import signal
 import sys
 import time
@@ -540,27 +541,32 @@ class Session:
     # -- event loop ------------------------------------------------------------------
     def run(self):
         clock = self.clock
-        while self.exit_status is None:
-            now = time.monotonic()
-            busy = clock.current is not None or self.test_alive
-            wait = max(min(clock.next_deadline(now) - now, 0.1 if busy else 0.5), 0.0)
-            try:
-                ready, writable, _ = select.select([PROTO_IN, self.ctl_r, self.rep_r],
-                                                   [self.req_w] if self.relay.outgoing else [], [], wait)
-            except InterruptedError:
-                ready, writable = [], []
-            if writable:
-                self.relay.flush()
-            if self.rep_r in ready:
-                self._replies()
-            if self.ctl_r in ready:
-                self._control()
-            if PROTO_IN in ready:
-                msg, body = read_frame(PROTO_IN)
-                self._host(msg, body)
-            self._check_exit()
-            if self.exit_status is None:
-                self._enforce(time.monotonic())
+        with selectors.DefaultSelector() as sel:
+            for fd in (PROTO_IN, self.ctl_r, self.rep_r):
+                sel.register(fd, selectors.EVENT_READ)
+            writing = False  # req_w registered: requests wait for the pipe
+            while self.exit_status is None:
+                now = time.monotonic()
+                busy = clock.current is not None or self.test_alive
+                wait = max(min(clock.next_deadline(now) - now, 0.1 if busy else 0.5), 0.0)
+                if bool(self.relay.outgoing) != writing:
+                    writing = not writing
+                    (sel.register if writing else sel.unregister)(self.req_w, *(
+                        (selectors.EVENT_WRITE,) if writing else ()))
+                events = sel.select(wait)
+                ready = {key.fd for key, mask in events if mask & selectors.EVENT_READ}
+                if any(key.fd == self.req_w for key, _ in events):
+                    self.relay.flush()
+                if self.rep_r in ready:
+                    self._replies()
+                if self.ctl_r in ready:
+                    self._control()
+                if PROTO_IN in ready:
+                    msg, body = read_frame(PROTO_IN)
+                    self._host(msg, body)
+                self._check_exit()
+                if self.exit_status is None:
+                    self._enforce(time.monotonic())
 
     def _enforce(self, now):
         clock = self.clock
