@@ -31,13 +31,13 @@ from pathlib import Path
 
 from .course import REPO, graded_cells, owner
 from .learner.selfcheck import FAIL, PASS, TODO, SelfCheckError, read_notebook
+from .wire.types import Limits, Options
 
 __all__ = ["NO_SOLUTIONS", "FullReport", "TestResult", "grade_notebook", "grade_notebooks", "install_command"]
 
 NO_SOLUTIONS = ("the hidden tests are not in this copy (a class that releases only exercises/): "
                 "ask your instructor / use plain `autograder check`")
 DEFAULT_TIMEOUT = 120.0  # seconds per cell and per test, as `autograder grade`
-MEMORY_LIMIT = "2G"
 STUDENT = "you"
 
 
@@ -196,11 +196,10 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
     subs = [_submission(course, Path(p)) for p in paths]
     _require_sandbox()
     imports = course.imports()
-    limits = {"timeout": float(timeout), "wall": max(600.0, 5 * float(timeout)), "output": parse_size("1M"),
-              "processes": 32}
+    limits = Limits(timeout=float(timeout), wall=max(Limits.wall, 5 * float(timeout)), output=parse_size("1M"))
     results = {}
     with tempfile.TemporaryDirectory(prefix="autograder-check-") as logs:
-        options = {"preload": imports, "sandbox": True, "memory_limit": parse_size(MEMORY_LIMIT), "log_dir": logs}
+        options = Options(preload=imports, log_dir=logs)
         pool = LocalPool(1, options)
         try:  # the source first, as `autograder grade` (calibrate.py): judge, one kernel, or refused
             calibration = Calibration(course).calibrate(

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from autograder.grading.status import OF_CELL
+from autograder.wire.types import Limits
 
 SOURCE_STUDENT = "instructor-source"
 KERNEL = "in-kernel"
@@ -191,7 +192,8 @@ class Calibration:
         started = time.monotonic()
         # calibration asks "does the judge grade the solution right?", not "is it fast enough?": a tight
         # --wall-limit or --timeout for the class must not send a notebook to one kernel
-        limits = dict(limits, wall=max(float(limits["wall"]), 600.0), timeout=max(float(limits["timeout"]), 120.0))
+        limits = Limits.of(limits)
+        limits = limits.replace(wall=max(float(limits.wall), 600.0), timeout=max(float(limits.timeout), 120.0))
         first = []
         for a in assignments:
             for nb in self.course.notebooks(a):

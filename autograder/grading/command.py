@@ -22,6 +22,17 @@ import time
 from pathlib import Path
 
 from autograder.grading import STATUSES
+from autograder.wire.types import MEMORY_LIMIT, Limits, Options
+
+_DEFAULT = Limits()
+
+
+def _size(n: int) -> str:
+    """``2G``, ``32M``: a size as the command line writes it."""
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
 
 
 def add_parser(subparsers):
@@ -40,21 +51,21 @@ def add_parser(subparsers):
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per code cell and per test cell (default: the course's Execute.timeout, "
                         "as nbgrader autograde; 120 in this course)")
-    p.add_argument("--memory-limit", default="2G",
+    p.add_argument("--memory-limit", default=_size(MEMORY_LIMIT),
                    help="memory a submission may use beyond the warm Python with torch, e.g. 512M, 2G "
-                        "(default 2G)")
+                        f"(default {_size(MEMORY_LIMIT)})")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="grade on a Dask distributed cluster (e.g. tcp://10.0.0.5:8786) instead of --jobs")
-    p.add_argument("--wall-limit", type=float, default=600.0,
-                   help="seconds for a whole notebook, cells and tests together (default 600)")
-    p.add_argument("--output-limit", default="32M",
-                   help="bytes of output (prints) per cell, and per test's calls into student code, e.g. 32M "
-                        "(default); the output kept in the feedback is shorter")
-    p.add_argument("--file-size-limit", default="256M",
+    p.add_argument("--wall-limit", type=float, default=_DEFAULT.wall,
+                   help=f"seconds for a whole notebook, cells and tests together (default {_DEFAULT.wall:g})")
+    p.add_argument("--output-limit", default=_size(_DEFAULT.output),
+                   help="bytes of output (prints) per cell, and per test's calls into student code, "
+                        f"e.g. {_size(_DEFAULT.output)} (default); the output kept in the feedback is shorter")
+    p.add_argument("--file-size-limit", default=_size(_DEFAULT.file_size),
                    help="largest file a submission may write (a compiler's temporary files, a saved model), "
-                        "e.g. 256M (default)")
-    p.add_argument("--processes", type=int, default=32,
-                   help="processes a submission may start (default 32)")
+                        f"e.g. {_size(_DEFAULT.file_size)} (default)")
+    p.add_argument("--processes", type=int, default=_DEFAULT.processes,
+                   help=f"processes a submission may start (default {_DEFAULT.processes})")
     p.add_argument("--course", type=Path, default=None,
                    help="nbgrader course folder: its nbgrader_config.py is read as nbgrader autograde reads it "
                         "(default: the current folder, like nbgrader)")
@@ -75,77 +86,170 @@ def _course_root(arg):
 
 
 def run(args) -> int:
-    from autograder.grading.intake.collect import Course, find_submissions
-    from autograder.grading.host.sandbox import SandboxError, WorkerFailure, check_sandbox, parse_size
+    """The grade run, as its steps (each a method of :class:`GradeRun`, in this order)."""
+    from autograder.grading.host.sandbox import SandboxError, WorkerFailure
 
-    started = time.monotonic()
+    grade = GradeRun(args)
     try:
-        course = Course(_course_root(args.course))
-        submissions_dir = (args.submissions or course.config.submitted).resolve()
+        grade.read_settings()        # the course's config, the limits and options
+        grade.check_sandbox()        # bubblewrap works here (or --no-sandbox, said loudly)
+        grade.make_output()          # OUT, and the options every sandbox and judge starts with
+        grade.start_sandboxes()      # they warm up while the submissions are read
+        grade.collect()              # intake: <student>/<assignment>/<notebook>.ipynb
+        grade.calibrate()            # the sources first: judge, one kernel, or refused
+        grade.refuse()               # what cannot be graded as nbgrader would, named on stderr
+    except (SandboxError, FileNotFoundError, ValueError, WorkerFailure) as exc:
+        print(f"autograder grade: {exc}", file=sys.stderr)
+        return 2
+    grade.open_gradebook()           # every notebook registered before any score
+    try:
+        grade.grade()                # every task, in the sandboxes; feedback as results arrive
+    except WorkerFailure as exc:
+        print(f"autograder grade: the sandbox could not start:\n{exc}", file=sys.stderr)
+        return 2
+    grade.write_reports()            # grades.csv, the summary, review.txt
+    return grade.exit_status()
+
+
+class GradeRun:
+    """One ``autograder grade``: what its steps share."""
+
+    def __init__(self, args):
+        self.args = args
+        self.started = time.monotonic()
+        self.course = self.submissions_dir = self.out = None
+        self.limits: Limits | None = None
+        self.memory: int | None = None
+        self.options: Options | None = None
+        self.imports: list[str] = []
+        self.pool = None
+        self.subs: list = []
+        self.refused: dict = {}
+        self.calibration = None
+        self.writer = None
+        self.rows: list = []
+        self.errors: list = []
+        self.jobs_text = ""
+
+    # -- before grading --------------------------------------------------------------
+    def read_settings(self):
+        from autograder.grading.host.sandbox import parse_size
+        from autograder.grading.intake.collect import Course
+
+        args = self.args
+        self.course = course = Course(_course_root(args.course))
+        self.submissions_dir = (args.submissions or course.config.submitted).resolve()
         timeout = args.timeout if args.timeout is not None else (course.config.timeout or 600.0)
-        limits = {
-            "timeout": float(timeout),
-            "wall": float(args.wall_limit),
-            "output": parse_size(args.output_limit),
-            "file_size": parse_size(args.file_size_limit),
-            "processes": int(args.processes),
-        }
-        memory = parse_size(args.memory_limit) if str(args.memory_limit).lower() not in ("0", "none") else None
-        if args.no_sandbox:
+        self.limits = Limits(timeout=float(timeout), wall=float(args.wall_limit),
+                             output=parse_size(args.output_limit), file_size=parse_size(args.file_size_limit),
+                             processes=int(args.processes))
+        self.memory = parse_size(args.memory_limit) if str(args.memory_limit).lower() not in ("0", "none") else None
+
+    def check_sandbox(self):
+        from autograder.grading.host.sandbox import check_sandbox
+
+        if self.args.no_sandbox:
             print("WARNING: --no-sandbox: student code runs with your rights, can read solutions/ and "
                   "the gradebook, write anywhere you can, use the network, and leave processes behind.",
                   file=sys.stderr)
-        elif not args.scheduler:
+        elif not self.args.scheduler:
             check_sandbox()
-        if not submissions_dir.is_dir():
-            raise FileNotFoundError(f"no submissions folder {submissions_dir}")
-        out = args.out.resolve()
-        out.mkdir(parents=True, exist_ok=True)
-        imports = course.imports()
-        options = {"preload": imports, "sandbox": not args.no_sandbox, "memory_limit": memory,
-                   "log_dir": str(out / "logs")}
-        pool = None
-        if not args.scheduler:  # the sandboxes warm up while the submissions are read
+        if not self.submissions_dir.is_dir():
+            raise FileNotFoundError(f"no submissions folder {self.submissions_dir}")
+
+    def make_output(self):
+        self.out = self.args.out.resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.imports = self.course.imports()
+        self.options = Options(preload=self.imports, sandbox=not self.args.no_sandbox, memory_limit=self.memory,
+                               log_dir=str(self.out / "logs"))
+
+    def start_sandboxes(self):
+        if not self.args.scheduler:
             from autograder.grading.host.scheduler import LocalPool
 
-            pool = LocalPool(args.jobs, options).start()
-        subs = find_submissions(submissions_dir, course, warn=lambda m: print(m, file=sys.stderr))
+            self.pool = LocalPool(self.args.jobs, self.options).start()
+
+    def collect(self):
+        from autograder.grading.intake.collect import find_submissions
+
+        course, args = self.course, self.args
+        subs = find_submissions(self.submissions_dir, course, warn=lambda m: print(m, file=sys.stderr))
         if args.assignment:
             unknown = set(args.assignment) - set(course.assignments())
             if unknown:
                 raise ValueError(f"no assignment {', '.join(sorted(unknown))} in {course.source}")
             subs = [s for s in subs if s.assignment in args.assignment]
+        self.subs = subs
         refused = {a: course.unsupported(a) for a in sorted({s.assignment for s in subs})}
-        refused = {a: p for a, p in refused.items() if p}
-        calibration = _calibrate(course, sorted({s.assignment for s in subs} - set(refused)), args, pool,
-                                 options, limits, imports, out)
-        refused.update(calibration.refused)
-        if refused:  # per assignment: the others are graded, and the exit status says so
+        self.refused = {a: p for a, p in refused.items() if p}
+
+    def calibrate(self):
+        assignments = sorted({s.assignment for s in self.subs} - set(self.refused))
+        self.calibration = _calibrate(self.course, assignments, self.args, self.pool, self.options, self.limits,
+                                      self.imports, self.out)
+        self.refused.update(self.calibration.refused)
+
+    def refuse(self):
+        if self.refused:  # per assignment: the others are graded, and the exit status says so
             print("autograder grade: refusing to grade, nothing was written for them: these assignments use what "
                   "this grader cannot run the way nbgrader would (grade them with `nbgrader autograde`, or leave "
                   "them out with --assignment):\n" + "\n".join(
-                      f"  {a}: {p}" for a, problems in refused.items() for p in problems), file=sys.stderr)
-            subs = [s for s in subs if s.assignment not in refused]
-    except (SandboxError, FileNotFoundError, ValueError, WorkerFailure) as exc:
-        print(f"autograder grade: {exc}", file=sys.stderr)
-        return 2
-    from autograder.grading.results import feedback, report
+                      f"  {a}: {p}" for a, problems in self.refused.items() for p in problems), file=sys.stderr)
+            self.subs = [s for s in self.subs if s.assignment not in self.refused]
 
-    writer = None
-    if not args.no_gradebook:
+    def open_gradebook(self):
+        if self.args.no_gradebook:
+            return
         from autograder.grading.results.gradebook import GradebookWriter
 
-        writer = GradebookWriter(course.root, course.config.gradebook_url, course.config.course_id)
-        for a in sorted({s.assignment for s in subs}):
+        course = self.course
+        self.writer = GradebookWriter(course.root, course.config.gradebook_url, course.config.course_id)
+        for a in sorted({s.assignment for s in self.subs}):
             for nb in course.notebooks(a):
-                writer.register(nb)
+                self.writer.register(nb)
 
-    all_rows = []
-    errors = []
-    by_key = {s.key: s for s in subs}
-    bar = report.progress(len(subs), enabled=not args.quiet)
+    # -- grading ---------------------------------------------------------------------
+    def grade(self):
+        from autograder.grading.results import report
 
-    def finish(sub, result, error):
+        subs, args = self.subs, self.args
+        by_key = {s.key: s for s in subs}
+        self.bar = report.progress(len(subs), enabled=not args.quiet)
+        for sub in subs:
+            if sub.status:
+                self.finish(sub, None, None)
+        tasks = [(s.key, self.calibration.task(s, self.limits, self.imports)) for s in subs if not s.status]
+
+        def on_result(key, result, error):
+            self.finish(by_key[key], result, error)
+
+        try:
+            if tasks:
+                if args.scheduler:
+                    from autograder.grading.host.scheduler import run_dask
+
+                    run_dask(args.scheduler, tasks, on_result, self.options)
+                    self.jobs_text = f" on the Dask cluster at {args.scheduler}"
+                else:
+                    self.pool.run(tasks, on_result)
+                    n = len(self.pool.threads)
+                    self.jobs_text = f" with {n} sandbox{'es' if n > 1 else ''}"
+            elif self.pool is not None:
+                self.pool.run([], None)
+        except BaseException:
+            self.bar.close()
+            raise
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+        self.bar.close()
+
+    def finish(self, sub, result, error):
+        """One notebook's result: its rows, its feedback page, its gradebook entry."""
+        from autograder.grading.results import feedback, report
+
+        calibration = self.calibration
         try:
             result = calibration.result(sub, result)
             rows = calibration.rows_for(sub, result, error)
@@ -154,66 +258,47 @@ def run(args) -> int:
 
             error = traceback.format_exc()
             rows = report.rows_for(sub, None, error)
-        all_rows.extend(rows)
+        self.rows.extend(rows)
         if error:
-            errors.append((sub.key, error))
+            self.errors.append((sub.key, error))
         if sub.status == "refused":  # not a usable id: no folder, no gradebook entry is made for it
-            bar.update(1)
+            self.bar.update(1)
             return
-        feedback.write(out, sub, rows, result)
-        if writer is not None:
-            writer.record(sub, rows)
+        feedback.write(self.out, sub, rows, result)
+        if self.writer is not None:
+            self.writer.record(sub, rows)
             from autograder.grading.results.gradebook import write_autograded
 
-            write_autograded(course.config.autograded, sub, rows, result)
-        bar.update(1)
+            write_autograded(self.course.config.autograded, sub, rows, result)
+        self.bar.update(1)
 
-    for sub in subs:
-        if sub.status:
-            finish(sub, None, None)
-    tasks = [(s.key, calibration.task(s, limits, imports)) for s in subs if not s.status]
-    try:
-        if tasks:
-            if args.scheduler:
-                from autograder.grading.host.scheduler import run_dask
+    # -- after grading ---------------------------------------------------------------
+    def write_reports(self):
+        from autograder.grading.results import report
 
-                run_dask(args.scheduler, tasks, lambda k, r, e: finish(by_key[k], r, e), options)
-                jobs_text = f" on the Dask cluster at {args.scheduler}"
-            else:
-                pool.run(tasks, lambda k, r, e: finish(by_key[k], r, e))
-                jobs_text = f" with {len(pool.threads)} sandbox{'es' if len(pool.threads) > 1 else ''}"
-        else:
-            jobs_text = ""
-            if pool is not None:
-                pool.run([], None)
-    except WorkerFailure as exc:
-        bar.close()
-        print(f"autograder grade: the sandbox could not start:\n{exc}", file=sys.stderr)
-        return 2
-    finally:
-        if writer is not None:
-            writer.close()
-    bar.close()
-    report.write_csv(out / "grades.csv", all_rows)
-    print(report.summary(all_rows, time.monotonic() - started, jobs_text))
-    review = out / "review.txt"
-    flagged = report.review_lines(all_rows)
-    review.write_text("".join(line + "\n" for line in flagged))
-    if flagged:
-        print(f"{len(flagged)} notebook(s) need a human look (a status other than ok): {review}")
-    print(f"wrote {out / 'grades.csv'} and {out / 'feedback'}"
-          + ("" if args.no_gradebook else f"; gradebook {course.config.gradebook_url}"))
-    if errors:
-        for key, error in errors:
-            print(f"grader error on {key}:\n{error[-2000:]}", file=sys.stderr)
-        print(f"autograder grade: the grader failed on {len(errors)} notebook(s) (status grader-error)",
-              file=sys.stderr)
-        return 3
-    if refused:
-        print(f"autograder grade: {len(refused)} assignment(s) refused, not graded: {', '.join(refused)}",
-              file=sys.stderr)
-        return 4
-    return 0
+        out, all_rows = self.out, self.rows
+        report.write_csv(out / "grades.csv", all_rows)
+        print(report.summary(all_rows, time.monotonic() - self.started, self.jobs_text))
+        review = out / "review.txt"
+        flagged = report.review_lines(all_rows)
+        review.write_text("".join(line + "\n" for line in flagged))
+        if flagged:
+            print(f"{len(flagged)} notebook(s) need a human look (a status other than ok): {review}")
+        print(f"wrote {out / 'grades.csv'} and {out / 'feedback'}"
+              + ("" if self.args.no_gradebook else f"; gradebook {self.course.config.gradebook_url}"))
+
+    def exit_status(self) -> int:
+        if self.errors:
+            for key, error in self.errors:
+                print(f"grader error on {key}:\n{error[-2000:]}", file=sys.stderr)
+            print(f"autograder grade: the grader failed on {len(self.errors)} notebook(s) (status grader-error)",
+                  file=sys.stderr)
+            return 3
+        if self.refused:
+            print(f"autograder grade: {len(self.refused)} assignment(s) refused, not graded: "
+                  f"{', '.join(self.refused)}", file=sys.stderr)
+            return 4
+        return 0
 
 
 def _calibrate(course, assignments, args, pool, options, limits, imports, out):

@@ -11,7 +11,7 @@ small value decoded from the student's report. Every
 verdict - pass or fail, partial credit, the message - is computed here.
 
 Process structure: a warm parent (torch, the checks) forks one child per submission, so one
-notebook's tests never see another's state. Channel: frames of :mod:`.protocol` on the
+notebook's tests never see another's state. Channel: frames (:mod:`autograder.wire.spec`) on the
 descriptors given at start (moved off 0/1, which point at /dev/null and the log)::
 
     supervisor -> judge:   {"op": "begin", "tests": [{"id", "source", "points"}]}

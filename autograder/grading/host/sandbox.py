@@ -166,20 +166,32 @@ def check_sandbox() -> None:
 
 
 def _children(pid: int) -> list[int]:
+    """The pids of ``pid``'s children (psutil), oldest first; none when it is gone."""
+    import psutil
+
     try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
+        kids = psutil.Process(pid).children()
+    except psutil.Error:
         return []
-    return [int(p) for p in text.split()]
+    return [p.pid for p in sorted(kids, key=lambda p: (_started(p), p.pid))]
+
+
+def _started(proc) -> float:
+    import psutil
+
+    try:
+        return proc.create_time()
+    except psutil.Error:
+        return 0.0
 
 
 def _vm_size(pid: int) -> int | None:
+    """``pid``'s address space size in bytes (VmSize, psutil's ``vms``), None when it is gone."""
+    import psutil
+
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
+        return int(psutil.Process(pid).memory_info().vms)
+    except psutil.Error:
         return None
-    return None
 
 

@@ -20,12 +20,13 @@ import traceback
 
 from autograder.grading.host.sandbox import WorkerFailure
 from autograder.grading.host.supervisor import Supervisor, close_all, thread_supervisor
+from autograder.wire.types import Options, TaskFrame
 
 
 class LocalPool:
     """``jobs`` sandboxes, started as soon as the pool is (while the caller collects work)."""
 
-    def __init__(self, jobs: int, options: dict):
+    def __init__(self, jobs: int, options: Options):
         self.jobs = max(1, int(jobs))
         self.options = options
         self.work: queue.Queue = queue.Queue()
@@ -66,8 +67,7 @@ class LocalPool:
     def _worker(self):
         worker = None
         try:
-            worker = Supervisor(preload=self.options.get("preload", ()), sandbox=self.options.get("sandbox", True),
-                                memory_limit=self.options.get("memory_limit"), log_dir=self.options.get("log_dir"))
+            worker = Supervisor(self.options)
             try:
                 worker.start()
             except WorkerFailure as exc:
@@ -97,7 +97,7 @@ def grade_with_retry(worker, task):
     return None, error
 
 
-def grade_task(task: dict, options: dict):
+def grade_task(task: TaskFrame, options: Options):
     """Run on a Dask worker: grade one task in this thread's sandbox."""
     worker = thread_supervisor(options)
     result, error = grade_with_retry(worker, task)
@@ -108,7 +108,7 @@ def shutdown_sandboxes():
     close_all()
 
 
-def run_dask(address: str, tasks, on_result, options: dict, timeout: float = 60):
+def run_dask(address: str, tasks, on_result, options: Options, timeout: float = 60):
     from distributed import Client, as_completed
 
     client = Client(address, timeout=timeout)

@@ -8,13 +8,14 @@ test process, and every observation back - enforcing each test's time limit (it 
 test process), the notebook's wall limit, and a size limit on everything it carries. It
 decides no verdict: the judge does.
 
-The result of a submission: ``{"cells": [...], "tests": [...], "main", "garbled", "restored",
-"seconds"}``, each test ``{"passed", "partial", "error", "message", "status", "output",
-"seconds"}`` (status: None, or why the test could not count: timeout, kernel-died,
+The result of a submission (:class:`~autograder.wire.types.ResultFrame`): ``{"cells": [...],
+"tests": [...], "main", "garbled", "restored", "seconds"}``, each test ``{"passed", "partial",
+"error", "message", "status", "output", "seconds"}`` (status: None, or why the test could not count: timeout, kernel-died,
 memory-limit, output-limit, tampered, not-run).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import os
@@ -28,11 +29,11 @@ import time
 from pathlib import Path
 
 from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
+from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
 from autograder.grading.status import CALL_TEXT
 from autograder.grading.host.sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
 
 STARTUP_TIMEOUT = 600
-JUDGE_MEMORY = 2 << 30  # beyond its warm size, when no --memory-limit is given
 GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
 
 
@@ -88,12 +89,10 @@ class _Process:
 class Supervisor:
     """One sandbox and one judge; grades one task at a time (:meth:`grade`)."""
 
-    def __init__(self, preload=(), sandbox=True, memory_limit=None, log_dir=None, judge_preload=None):
-        self.preload = sorted(set(preload))
-        self.judge_preload = sorted(set(judge_preload if judge_preload is not None else preload))
-        self.sandbox = sandbox
-        self.memory_limit = memory_limit
-        self.log_dir = Path(log_dir or tempfile.gettempdir())
+    def __init__(self, options: Options):
+        self.options = options
+        self.preload = sorted(set(options.preload))  # grows when a task imports more (see grade)
+        self.log_dir = Path(options.log_dir or tempfile.gettempdir())
         self.zygote = None
         self.judge = None
         self.vm_base = None
@@ -118,7 +117,7 @@ class Supervisor:
 
     def _start_zygote(self):
         info_r = info_w = None
-        if self.sandbox:
+        if self.options.sandbox:
             info_r, info_w = os.pipe()
             cmd = bwrap_command(python_command("inside.zygote"), info_fd=info_w)
             tmp = sandbox_tmp()
@@ -168,7 +167,7 @@ class Supervisor:
         self.judge = _Process(python_command("host.judge"), self._log("judge-"), env=env,
                               cwd=tempfile.gettempdir())
         try:
-            self.judge.send({"preload": self.judge_preload})
+            self.judge.send({"preload": self.preload})
         except OSError:
             pass  # reported by _await_judge
 
@@ -193,7 +192,7 @@ class Supervisor:
             return
         import resource
 
-        limit = base + int(self.memory_limit or JUDGE_MEMORY)
+        limit = base + self.options.judge_memory
         try:
             resource.prlimit(self.judge.proc.pid, resource.RLIMIT_AS, (limit, limit))
         except (OSError, ValueError):
@@ -201,8 +200,8 @@ class Supervisor:
 
     @property
     def address_space(self):
-        if self.vm_base and self.memory_limit:
-            return self.vm_base + int(self.memory_limit)
+        if self.vm_base and self.options.memory_limit:
+            return self.vm_base + int(self.options.memory_limit)
         return None
 
     def close(self):
@@ -218,16 +217,15 @@ class Supervisor:
         return "\n".join(p.log_tail() for p in (self.zygote, self.judge) if p is not None)
 
     # -- grading ---------------------------------------------------------------------
-    def grade(self, task: dict) -> dict:
+    def grade(self, task: TaskFrame) -> ResultFrame:
         """Grade one task: ``{"id", "items", "tests", "files", "limits", "imports"}``."""
         missing = set(task.get("imports", ())) - set(self.preload)
         if self.zygote is None or not self.zygote.alive() or self.judge is None or not self.judge.alive() or missing:
             self.close()
             self.preload = sorted(set(self.preload) | missing)
-            self.judge_preload = sorted(set(self.judge_preload) | missing)
             self.start()
         try:
-            return utf8_safe(_Run(self, task).run())
+            return utf8_safe(_NotebookRun(self, task).run())
         except (OSError, EOFError, ProtocolError, Timeout, WorkerFailure) as exc:
             tail = self.log_tail()
             self.close()
@@ -252,15 +250,15 @@ def utf8_safe(value, depth=0):
     return value
 
 
-class _Run:
-    """One submission through one supervisor."""
+class _NotebookRun:
+    """One notebook through one supervisor: the zygote's events, each test carried to the judge."""
 
-    def __init__(self, sup: Supervisor, task: dict):
+    def __init__(self, sup: Supervisor, task: TaskFrame):
         self.sup = sup
         self.z = sup.zygote
-        self.j = sup.judge
+        self.judge = _JudgeRun(sup, task)
         self.task = task
-        self.limits = dict(task["limits"], address_space=sup.address_space)
+        self.limits: LimitsFrame = dict(task["limits"], address_space=sup.address_space)  # type: ignore[assignment]
         self.timeout = float(self.limits["timeout"])
         self.start = time.monotonic()
         self.wall = self.start + float(self.limits["wall"])
@@ -268,13 +266,10 @@ class _Run:
         self.test_process = False  # a test process is serving
         self.garbled = False
         self.restored = []
-        self.judge_pid = None
-        self.judge_lost = False
         self.done = None
 
     def run(self):
-        self.j.send({"op": "begin", "tests": self.task["tests"]})
-        self._judge_started()
+        self.judge.begin(self.task["tests"])
         # the submission travels in the frame's body (as large as intake accepts, frames.MAX_TASK),
         # which the zygote never reads: the submission's own relay process does
         zy_task = {"items": self.task["items"], "files": self.task.get("files", []),
@@ -288,7 +283,7 @@ class _Run:
                 aborted = True
             ev, body = self.z.read(timeout=30 if aborted else max(left, 0) + 1)
             self._zygote_event(ev, body)
-        self._judge_end()
+        self.judge.end()
         result = self.done
         if "error" in result:
             raise WorkerFailure(result["error"])
@@ -345,14 +340,14 @@ class _Run:
             if type(r) is list:
                 restored = [str(x)[:200] for x in r[:20]]
                 self.restored.extend(x for x in restored if x not in self.restored)
-        if self.judge_lost:
+        if self.judge.lost:
             return {"passed": False, "status": "grader-error", "message": "the judge was stopped"}
-        self.j.send({"op": "test", "k": k, "names": names if status is None else {}, "dtype": dtype})
+        self.judge.send({"op": "test", "k": k, "names": names if status is None else {}, "dtype": dtype})
         while True:
             try:
-                frame, payload = self.j.read(timeout=max(deadline - time.monotonic(), 0) + GRACE)
+                frame, payload = self.judge.read(timeout=max(deadline - time.monotonic(), 0) + GRACE)
             except Timeout:
-                self._stop_judge()
+                self.judge.stop()
                 return {"passed": False, "status": "timeout",
                         "message": "the test ran past the time limit and was stopped"}
             if frame.get("ev") == "verdict":
@@ -365,19 +360,19 @@ class _Run:
                 header = {"op": "call", "seq": next(self.sup.seq), "quiet": bool(frame.get("quiet")),
                           "rng": frame.get("rng") if isinstance(frame.get("rng"), str) else None}
                 if status or not self.test_process:
-                    self.j.send({"ev": "reply", "status": status or "kernel-died",
+                    self.judge.send({"ev": "reply", "status": status or "kernel-died",
                                  "message": "the student's process is gone"})
                     continue
                 self.z.send(header, payload)
                 reply, body = self._reply(header["seq"], deadline)
                 if reply.get("status"):
                     status = reply["status"]
-                    self.j.send({"ev": "reply", "status": status, "message": CALL_TEXT.get(status, status)})
+                    self.judge.send({"ev": "reply", "status": status, "message": CALL_TEXT.get(status, status)})
                 else:
-                    self.j.send({"ev": "reply"}, body)
+                    self.judge.send({"ev": "reply"}, body)
             elif frame.get("ev") == "child-exit":  # the judge's child crashed: a grader bug
-                self.judge_lost = True
-                self.judge_pid = None
+                self.judge.lost = True
+                self.judge.pid = None
                 return {"passed": False, "status": "grader-error", "message": "the judge failed on this test"}
 
     def _reply(self, seq, deadline):
@@ -430,30 +425,46 @@ class _Run:
             self.test_process = False
         return {"status": status}, b""
 
-    # -- judge -----------------------------------------------------------------------
-    def _judge_started(self):
+class _JudgeRun:
+    """The judge's side of one notebook: the child it forks for it, the end, or the stop."""
+
+    def __init__(self, sup: Supervisor, task: TaskFrame):
+        self.sup = sup
+        self.j = sup.judge
+        self.task_id = task.get("id", "")
+        self.pid = None     # the judge's child for this notebook
+        self.lost = False   # stopped or crashed: restarted after this notebook
+
+    def send(self, header, body=b""):
+        self.j.send(header, body)
+
+    def read(self, timeout=None):
+        return self.j.read(timeout)
+
+    def begin(self, tests):
+        self.j.send({"op": "begin", "tests": tests})
         frame, _ = self.j.read(timeout=60)
         if frame.get("ev") != "child":
             raise WorkerFailure(f"the judge did not start a submission: {frame}")
-        self.judge_pid = frame.get("pid")
+        self.pid = frame.get("pid")
         frame, _ = self.j.read(timeout=60)
         if frame.get("ev") != "ready":
             raise WorkerFailure(f"the judge did not start a submission: {frame}")
 
-    def _stop_judge(self):
+    def stop(self):
         """The instructor's test itself ran past the limit: stop the judge's child."""
-        if self.judge_pid:
+        if self.pid:
             try:
-                os.kill(self.judge_pid, signal.SIGKILL)
+                os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        self.judge_lost = True
+        self.lost = True
         # the channel may hold half a frame: the judge is restarted after this submission
         self.sup.judge.close()
         self.sup.judge = None
 
-    def _judge_end(self):
-        if self.judge_lost or self.sup.judge is None:
+    def end(self):
+        if self.lost or self.sup.judge is None:
             if self.sup.judge is not None:
                 self.sup.judge.close()
                 self.sup.judge = None
@@ -462,16 +473,16 @@ class _Run:
         while True:
             frame, _ = self.j.read(timeout=60)
             if frame.get("ev") == "child-exit":
-                self._log_judge_memory(frame.get("peak_rss_kb"))
+                self._log_memory(frame.get("peak_rss_kb"))
                 return
 
-    def _log_judge_memory(self, peak):
+    def _log_memory(self, peak):
         """``logs/judge-memory.tsv``: task id and the judge's peak resident memory (kB) so far."""
         if type(peak) is not int:
             return
         try:
             with open(self.sup.log_dir / "judge-memory.tsv", "a") as fh:
-                fh.write(f"{self.task.get('id', '')}\t{peak}\n")
+                fh.write(f"{self.task_id}\t{peak}\n")
         except OSError:
             pass
 
@@ -509,16 +520,15 @@ _all: list = []
 _lock = threading.Lock()
 
 
-def thread_supervisor(options: dict) -> Supervisor:
+def thread_supervisor(options: Options) -> Supervisor:
     """The calling thread's supervisor (started on first use; used by the Dask tasks)."""
     sup = getattr(_local, "supervisor", None)
-    if sup is None or sup.sandbox != options.get("sandbox", True):
-        sup = Supervisor(preload=options.get("preload", ()), sandbox=options.get("sandbox", True),
-                         memory_limit=options.get("memory_limit"), log_dir=options.get("log_dir"))
+    if sup is None or sup.options.sandbox != options.sandbox:
+        sup = Supervisor(options)
         _local.supervisor = sup
         with _lock:
             _all.append(sup)
-    sup.memory_limit = options.get("memory_limit")
+    sup.options = dataclasses.replace(sup.options, memory_limit=options.memory_limit)
     return sup
 
 

@@ -40,7 +40,6 @@ CTL_FD, CMD_FD, REQ_FD, REP_FD, TOK_FD = 3, 4, 5, 6, 7
 MESSAGE_KEEP = 1_500
 IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
 CHEAP_ELEMENTS = 4096
-FILE_SIZE_LIMIT = 256 << 20
 
 # namespaces whose entries a cell may not *replace* for the tests (additions are kept, and so
 # is global state such as the default dtype or grad mode: nbgrader's kernel keeps them too)
@@ -557,7 +556,7 @@ def _set_limits(limits):
         cap(resource.RLIMIT_AS, int(limits["address_space"]))
     # any file written (a compiler's temporary files, a saved model): generous; the captured
     # output has its own limit, which the zygote enforces
-    cap(resource.RLIMIT_FSIZE, int(limits.get("file_size") or FILE_SIZE_LIMIT))
+    cap(resource.RLIMIT_FSIZE, int(limits["file_size"]))
     cap(resource.RLIMIT_CPU, int(float(limits["wall"])) + 5)
     cap(resource.RLIMIT_CORE, 0)
     cap(resource.RLIMIT_NOFILE, 256)

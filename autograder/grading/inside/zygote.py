@@ -28,9 +28,11 @@ import io
 import json
 import os
 import select
+import selectors
 import signal
 import sys
 import time
+from typing import NamedTuple
 
 from autograder.grading.inside import student
 from autograder.wire.frames import MAX_TASK, FrameReader, ProtocolError, read_body, read_frame, read_header, write_frame
@@ -261,7 +263,7 @@ def grade(task, shell, restorer, namespace, config):
     tok_r, tok_w = os.pipe()
     info_r, info_w = os.pipe()
     os.set_blocking(tok_r, False)
-    os.write(tok_w, b"t" * max(0, int(limits.get("processes", 32))))
+    os.write(tok_w, b"t" * max(0, int(limits["processes"])))
     os.close(tok_w)
     helper = os.fork()
     if helper == 0:
@@ -292,13 +294,14 @@ def grade(task, shell, restorer, namespace, config):
         os.close(fd)
     main_pid, isolated = _read_main_pid(info_r)
     os.close(info_r)
-    session = Session(helper, main_pid, ctl_r, cmd_w, req_r, req_w, rep_r, task, limits, start, config["outdir"])
+    session = Session(helper, main_pid, Pipes(ctl_r, cmd_w, req_r, req_w, rep_r),
+                      CellClock(task, limits, start), OutputMeter(config["outdir"], int(limits["output"])))
     session.run()
     _kill_all(False, main_pid, isolated, helper)  # (the zygote sweeps the rest once this relay ended)
     session.reap()
     for fd in (ctl_r, cmd_w, req_r, req_w, rep_r):
         os.close(fd)
-    result = session.result(config["outdir"])
+    result = session.result()
     result["notes"] = notes
     result["seconds"] = round(time.monotonic() - start, 3)
     if not os.environ.get("AUTOGRADER_KEEP_SCRATCH"):
@@ -306,71 +309,37 @@ def grade(task, shell, restorer, namespace, config):
     return result
 
 
-class Session:
-    """The zygote's side of one submission: relay frames, watch cells, answer the host."""
+class Pipes(NamedTuple):
+    """The relay's ends of the pipes to the student process (:mod:`.student` holds the others)."""
 
-    def __init__(self, helper, pid, ctl_r, cmd_w, req_r, req_w, rep_r, task, limits, start, outdir):
-        self.helper, self.pid = helper, pid
-        self.ctl_r, self.cmd_w, self.req_r, self.req_w, self.rep_r = ctl_r, cmd_w, req_r, req_w, rep_r
+    ctl_r: int   # its events: a cell started or ended, tests reached, a test process exited
+    cmd_w: int   # commands to it: fork a test process, kill it, go on with the cells
+    req_r: int   # (the relay's copy of the request pipe's read end: drained after a test process)
+    req_w: int   # the host's requests to the test process, as frames
+    rep_r: int   # the test process's replies, as frames
+
+
+class CellClock:
+    """The cells' clock: one cell runs at a time, each starts once, in notebook order, under the
+    time limit of a cell, and the notebook under its wall limit."""
+
+    GRACE = 5.0  # after SIGINT, how long a cell gets to stop (a loaded machine is slow to deliver)
+
+    def __init__(self, task, limits, start):
         self.n_cells = sum(1 for item in task["items"] if item[0] == "cell")
         # the order the cells run in (a notebook graded in one kernel runs its test cells, numbered
         # after the student's, in their places among them: calibrate.kernel_task)
         self.position = {item[1]: p for p, item in enumerate(i for i in task["items"] if i[0] == "cell")}
-        self.n_tests = len(task.get("tests", ())) or sum(1 for item in task["items"] if item[0] == "test")
         self.timeout = float(limits["timeout"])
-        # output: what a cell, or a test process, wrote to its captured output file; checked at
-        # every event and while it runs (the file-size limit, RLIMIT_FSIZE, is a separate, larger one)
-        self.outdir = outdir
-        self.output_limit = int(limits["output"])
-        self.test_file = None
-        self.test_n = 0
-        self.output_killed = False
         self.wall = start + float(limits["wall"])
-        self.grace = 5.0  # after SIGINT, how long a cell gets to stop (a loaded machine is slow to deliver)
+        self.grace = self.GRACE
         self.cells = {}
         self.current = None  # index of the cell running
         self.last_started = -1  # cells start once each, in order: a cell cannot restart its own clock
         self.since = None
         self.interrupted = None
-        self.main = None
-        self.exit_status = None
-        self.reaped = False
-        self.garbled = False
-        self.done = False
-        self.ctl_buf = b""
-        self.replies = FrameReader(max_body=MAX_REPLY)
-        self.test_alive = False
-        self.tests_first = 0
-        self.tests_seen = []
-        self.outgoing = bytearray()  # frames for the test process not written yet
-        for fd in (ctl_r, rep_r, req_r, req_w):
-            os.set_blocking(fd, False)
 
-    # -- event loop ------------------------------------------------------------------
-    def run(self):
-        while self.exit_status is None:
-            now = time.monotonic()
-            busy = self.current is not None or self.test_alive
-            wait = max(min(self._next_deadline(now) - now, 0.1 if busy else 0.5), 0.0)
-            try:
-                ready, writable, _ = select.select([PROTO_IN, self.ctl_r, self.rep_r],
-                                                   [self.req_w] if self.outgoing else [], [], wait)
-            except InterruptedError:
-                ready, writable = [], []
-            if writable:
-                self._flush_requests()
-            if self.rep_r in ready:
-                self._replies()
-            if self.ctl_r in ready:
-                self._control()
-            if PROTO_IN in ready:
-                msg, body = read_frame(PROTO_IN)
-                self._host(msg, body)
-            self._check_exit()
-            if self.exit_status is None:
-                self._enforce(time.monotonic())
-
-    def _next_deadline(self, now):
+    def next_deadline(self, now):
         deadline = self.wall
         if self.current is not None and self.since is not None:
             if self.interrupted is not None:
@@ -379,48 +348,257 @@ class Session:
                 deadline = min(deadline, self.since + self.timeout)
         return deadline
 
-    def _enforce(self, now):
-        if now >= self.wall:
-            self.main = "timeout"
-            if self.current is not None:
-                self.cells.setdefault(self.current, {}).setdefault("status", "timeout")
-            self.exit_status = "killed"
-            return
-        if self.test_alive and not self.output_killed and self._over(self.test_file):
-            self._kill_for_output()
-        if self.current is None or self.since is None:
-            return
-        if self.interrupted is None and self._over(f"cell-{self.current}.txt"):
-            self.cells.setdefault(self.current, {})["status"] = "output-limit"
-            self.interrupted = now
-            try:
-                if self.pid:
-                    os.kill(self.pid, signal.SIGINT)  # as for a time limit: interrupt, then go on
-            except (ProcessLookupError, PermissionError):
-                pass
-        elif self.interrupted is None and now >= self.since + self.timeout:
-            self.cells.setdefault(self.current, {})["status"] = "timeout"
-            self.interrupted = now
-            try:
-                if self.pid:
-                    os.kill(self.pid, signal.SIGINT)  # like nbgrader: interrupt, then go on
-            except (ProcessLookupError, PermissionError):
-                pass
-        elif self.interrupted is not None and now >= self.interrupted + self.grace:
-            self.main = "timeout"  # the cell ignored the interrupt
-            self.exit_status = "killed"
+    def start(self, c, now) -> bool:
+        """Cell ``c`` starts; False when that cannot be a real start (the notebook is garbled)."""
+        if self.current is not None or self.position.get(c, -1) <= self.last_started:
+            # what a running cell wrote to look like a new cell (a "progress frame"): its
+            # time limit is not extended, and the notebook is flagged
+            return False
+        self.current, self.since, self.interrupted = c, now, None
+        self.last_started = self.position.get(c, -1)
+        self.cells.setdefault(c, {})["start"] = now
+        return True
 
-    def _over(self, name):
+    def end(self, c, msg, now, over_output) -> bool:
+        """Cell ``c`` ended, as ``msg`` says; False when it was not the cell running."""
+        if c != self.current:
+            return False
+        cell = self.cells.setdefault(c, {})
+        if isinstance(msg.get("error"), str):
+            cell["error"] = msg["error"][:student.MESSAGE_KEEP]
+        if msg.get("kind") in ("memory", "interrupted", "error"):
+            cell["kind"] = msg["kind"]
+        if isinstance(msg.get("value"), str):  # a test cell run in-kernel (calibrate.py): bounded
+            cell["value"] = msg["value"][:student.VALUE_KEEP + 3]
+        if msg.get("stderr") is True:
+            cell["stderr"] = True
+        cell["seconds"] = round(now - cell.get("start", now), 3)
+        if "status" not in cell and over_output(c):
+            cell["status"] = "output-limit"
+        self.stop()
+        return True
+
+    def stop(self):
+        self.current, self.since, self.interrupted = None, None, None
+
+    def mark(self, status, now=None):
+        """The running cell's status (it hit a limit); with ``now``: it is being interrupted."""
+        self.cells.setdefault(self.current, {})["status"] = status
+        if now is not None:
+            self.interrupted = now
+
+    def result(self, outdir):
+        cells = []
+        budget = NOTEBOOK_OUTPUT_KEEP
+        for i in range(self.n_cells):
+            c = self.cells.get(i, {})
+            out, size = _read_output(os.path.join(outdir, f"cell-{i}.txt"), min(OUTPUT_KEEP, budget))
+            budget = max(0, budget - len(out))
+            status = c.get("status")
+            if status is None:
+                if "start" not in c:
+                    status = "not-run"
+                elif "seconds" not in c:
+                    status = "died"
+                elif c.get("kind") == "memory":
+                    status = "memory-limit"
+                elif c.get("error") and "File too large" in c["error"]:
+                    status = "output-limit"
+                elif c.get("error"):
+                    status = "error"
+                else:
+                    status = "ok"
+            cells.append({"index": i, "status": status, "error": c.get("error"), "output": out,
+                          "output_bytes": size, "seconds": c.get("seconds"),
+                          **{k: c[k] for k in ("value", "stderr") if k in c}})
+        return cells
+
+
+class OutputMeter:
+    """What a cell, or a test process, wrote to its captured output file, against the output
+    limit; checked at every event and while it runs (the file-size limit, RLIMIT_FSIZE, is a
+    separate, larger one)."""
+
+    def __init__(self, outdir, limit):
+        self.outdir = outdir
+        self.limit = limit
+        self.test_file = None
+        self.tests_first = 0
+        self.test_n = 0
+        self.killed = False  # the test process was stopped for its output
+
+    def over(self, name):
         """Whether the captured output file ``name`` holds more than the output limit."""
         if not name:
             return False
         try:
-            return os.lstat(os.path.join(self.outdir, name)).st_size > self.output_limit
+            return os.lstat(os.path.join(self.outdir, name)).st_size > self.limit
         except OSError:
             return False
 
+    def cell_over(self, c):
+        return self.over(f"cell-{c}.txt")
+
+    def test_over(self):
+        return self.over(self.test_file)
+
+    def tests_started(self, first):
+        self.tests_first, self.test_n = first, 1
+        self.test_file = f"tests-{self.tests_first}-1.txt"
+
+    def more_tests(self):
+        self.test_n += 1
+        self.test_file = f"tests-{self.tests_first}-{self.test_n}.txt"
+
+
+class Relay:
+    """Frames between the host and the student's test process: requests down (written as the
+    pipe takes them), replies up (read incrementally, bounded)."""
+
+    def __init__(self, pipes: Pipes):
+        self.req_r, self.req_w, self.rep_r = pipes.req_r, pipes.req_w, pipes.rep_r
+        self.replies = FrameReader(max_body=MAX_REPLY)
+        self.outgoing = bytearray()  # frames for the test process not written yet
+
+    def send(self, msg, body):
+        from autograder.wire.frames import encode
+
+        self.outgoing += encode(msg, body)
+        self.flush()
+
+    def flush(self):
+        try:
+            n = os.write(self.req_w, self.outgoing)
+        except BlockingIOError:
+            return
+        except OSError:
+            n = len(self.outgoing)
+        del self.outgoing[:n]
+
+    def read(self):
+        """A chunk of replies, or None."""
+        try:
+            return os.read(self.rep_r, 1 << 20) or None
+        except (BlockingIOError, InterruptedError):
+            return None
+
+    def feed(self, chunk):
+        """The reply frames complete so far; raises ProtocolError (and starts afresh) on a bad one."""
+        try:
+            return self.replies.feed(chunk)
+        except ProtocolError:
+            self.reset()
+            raise
+
+    def reset(self):
+        self.replies = FrameReader(max_body=MAX_REPLY)
+
+    def drain(self, feed):
+        """After a test process ended: ``feed`` what it replied last, forget the rest."""
+        for _ in range(1000):
+            before = len(self.replies.buf)
+            try:
+                chunk = os.read(self.rep_r, 1 << 20)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            feed(chunk)
+            if len(self.replies.buf) == before and not chunk:
+                break
+        self.outgoing.clear()
+        for _ in range(10000):
+            try:
+                if not os.read(self.req_r, 1 << 16):
+                    break
+            except (BlockingIOError, OSError):
+                break
+        self.reset()
+
+
+class Session:
+    """The zygote's side of one submission (the relay process): the event loop that carries the
+    host's requests (:class:`Relay`), watches the cells (:class:`CellClock`) and their output
+    (:class:`OutputMeter`), and answers the host."""
+
+    def __init__(self, helper, pid, pipes: Pipes, clock: CellClock, meter: OutputMeter):
+        self.helper, self.pid = helper, pid
+        self.ctl_r, self.cmd_w, self.rep_r, self.req_w = pipes.ctl_r, pipes.cmd_w, pipes.rep_r, pipes.req_w
+        self.clock = clock
+        self.meter = meter
+        self.relay = Relay(pipes)
+        self.main = None
+        self.exit_status = None
+        self.reaped = False
+        self.garbled = False
+        self.done = False
+        self.ctl_buf = b""
+        self.test_alive = False
+        self.tests_seen = []
+        for fd in (pipes.ctl_r, pipes.rep_r, pipes.req_r, pipes.req_w):
+            os.set_blocking(fd, False)
+
+    # -- event loop ------------------------------------------------------------------
+    def run(self):
+        clock = self.clock
+        with selectors.DefaultSelector() as sel:
+            for fd in (PROTO_IN, self.ctl_r, self.rep_r):
+                sel.register(fd, selectors.EVENT_READ)
+            writing = False  # req_w registered: requests wait for the pipe
+            while self.exit_status is None:
+                now = time.monotonic()
+                busy = clock.current is not None or self.test_alive
+                wait = max(min(clock.next_deadline(now) - now, 0.1 if busy else 0.5), 0.0)
+                if bool(self.relay.outgoing) != writing:
+                    writing = not writing
+                    (sel.register if writing else sel.unregister)(self.req_w, *(
+                        (selectors.EVENT_WRITE,) if writing else ()))
+                events = sel.select(wait)
+                ready = {key.fd for key, mask in events if mask & selectors.EVENT_READ}
+                if any(key.fd == self.req_w for key, _ in events):
+                    self.relay.flush()
+                if self.rep_r in ready:
+                    self._replies()
+                if self.ctl_r in ready:
+                    self._control()
+                if PROTO_IN in ready:
+                    msg, body = read_frame(PROTO_IN)
+                    self._host(msg, body)
+                self._check_exit()
+                if self.exit_status is None:
+                    self._enforce(time.monotonic())
+
+    def _enforce(self, now):
+        clock = self.clock
+        if now >= clock.wall:
+            self.main = "timeout"
+            if clock.current is not None:
+                clock.cells.setdefault(clock.current, {}).setdefault("status", "timeout")
+            self.exit_status = "killed"
+            return
+        if self.test_alive and not self.meter.killed and self.meter.test_over():
+            self._kill_for_output()
+        if clock.current is None or clock.since is None:
+            return
+        if clock.interrupted is None and self.meter.cell_over(clock.current):
+            clock.mark("output-limit", now)
+            self._interrupt()  # as for a time limit: interrupt, then go on
+        elif clock.interrupted is None and now >= clock.since + clock.timeout:
+            clock.mark("timeout", now)
+            self._interrupt()  # like nbgrader: interrupt, then go on
+        elif clock.interrupted is not None and now >= clock.interrupted + clock.grace:
+            self.main = "timeout"  # the cell ignored the interrupt
+            self.exit_status = "killed"
+
+    def _interrupt(self):
+        try:
+            if self.pid:
+                os.kill(self.pid, signal.SIGINT)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def _kill_for_output(self):
-        self.output_killed = True
+        self.meter.killed = True
         self._command(b"k")
 
     def _check_exit(self):
@@ -456,16 +634,12 @@ class Session:
             if not self.test_alive:
                 write_frame(PROTO_OUT, {"ev": "reply", "seq": msg.get("seq"), "status": "no-process"})
                 return
-            from autograder.wire.frames import encode
-
-            self.outgoing += encode(msg, body)
-            self._flush_requests()
+            self.relay.send(msg, body)
         elif op == "kill-test":
             self._command(b"k")
         elif op == "more-tests":
             self.test_alive = True
-            self.test_n += 1
-            self.test_file = f"tests-{self.tests_first}-{self.test_n}.txt"
+            self.meter.more_tests()
             self._command(b"f")
         elif op == "continue":
             self.test_alive = False
@@ -480,58 +654,22 @@ class Session:
         except OSError:
             pass
 
-    def _flush_requests(self):
-        try:
-            n = os.write(self.req_w, self.outgoing)
-        except BlockingIOError:
-            return
-        except OSError:
-            n = len(self.outgoing)
-        del self.outgoing[:n]
-
-    def _drain(self):
-        """After a test process ended: forward what it replied last, forget the rest."""
-        for _ in range(1000):
-            before = len(self.replies.buf)
-            try:
-                chunk = os.read(self.rep_r, 1 << 20)
-            except (BlockingIOError, OSError):
-                break
-            if not chunk:
-                break
-            self._feed_replies(chunk)
-            if len(self.replies.buf) == before and not chunk:
-                break
-        self.outgoing.clear()
-        for _ in range(10000):
-            try:
-                if not os.read(self.req_r, 1 << 16):
-                    break
-            except (BlockingIOError, OSError):
-                break
-        self.replies = FrameReader(max_body=MAX_REPLY)
-
     # -- student process -------------------------------------------------------------
     def _replies(self):
-        try:
-            chunk = os.read(self.rep_r, 1 << 20)
-        except (BlockingIOError, InterruptedError):
-            return
-        if not chunk:
-            return
-        self._feed_replies(chunk)
+        chunk = self.relay.read()
+        if chunk:
+            self._feed_replies(chunk)
 
     def _feed_replies(self, chunk):
-        if self.output_killed:
+        if self.meter.killed:
             return
-        if self._over(self.test_file):  # the call printed more than the limit: no answer counts
+        if self.meter.test_over():  # the call printed more than the limit: no answer counts
             self._kill_for_output()
             return
         try:
-            frames = self.replies.feed(chunk)
+            frames = self.relay.feed(chunk)
         except ProtocolError as exc:
             self.garbled = True
-            self.replies = FrameReader(max_body=MAX_REPLY)
             write_frame(PROTO_OUT, {"ev": "garbled", "why": str(exc)[:200]})
             return
         for header, body in frames:
@@ -569,7 +707,7 @@ class Session:
         now = time.monotonic()
         if msg.get("done") is True:
             self.done = True
-            self.current = None
+            self.clock.current = None
             return
         if "tests" in msg:
             ks = msg["tests"]
@@ -578,78 +716,35 @@ class Session:
                 return
             self.tests_seen.extend(ks)
             self.test_alive = True
-            self.tests_first, self.test_n = ks[0] if ks else 0, 1
-            self.test_file = f"tests-{self.tests_first}-1.txt"
+            self.meter.tests_started(ks[0] if ks else 0)
             write_frame(PROTO_OUT, {"ev": "tests", "ks": ks})
             return
         if "test-exit" in msg:
             self.test_alive = False
-            self._drain()
+            self.relay.drain(self._feed_replies)
             status = msg["test-exit"]
-            if self.output_killed:  # stopped here for its output: reported as the file-size signal
-                status, self.output_killed = 128 + signal.SIGXFSZ, False
+            if self.meter.killed:  # stopped here for its output: reported as the file-size signal
+                status, self.meter.killed = 128 + signal.SIGXFSZ, False
             write_frame(PROTO_OUT, {"ev": "test-exit", "status": status if type(status) is int else None,
                                     "killed": msg.get("killed") is True})
             return
         c = msg.get("c")
-        if type(c) is int and 0 <= c < self.n_cells:
-            cell = self.cells.setdefault(c, {})
+        if type(c) is int and 0 <= c < self.clock.n_cells:
             if msg.get("e") == "start":
-                if self.current is not None or self.position.get(c, -1) <= self.last_started:
-                    # what a running cell wrote to look like a new cell (a "progress frame"): its
-                    # time limit is not extended, and the notebook is flagged
-                    self.garbled = True
-                    return
-                self.current, self.since, self.interrupted = c, now, None
-                self.last_started = self.position.get(c, -1)
-                cell["start"] = now
+                ok = self.clock.start(c, now)
             elif msg.get("e") == "end":
-                if c != self.current:
-                    self.garbled = True
-                    return
-                if isinstance(msg.get("error"), str):
-                    cell["error"] = msg["error"][:student.MESSAGE_KEEP]
-                if msg.get("kind") in ("memory", "interrupted", "error"):
-                    cell["kind"] = msg["kind"]
-                if isinstance(msg.get("value"), str):  # a test cell run in-kernel (calibrate.py): bounded
-                    cell["value"] = msg["value"][:student.VALUE_KEEP + 3]
-                if msg.get("stderr") is True:
-                    cell["stderr"] = True
-                cell["seconds"] = round(now - cell.get("start", now), 3)
-                if "status" not in cell and self._over(f"cell-{c}.txt"):
-                    cell["status"] = "output-limit"
-                self.current, self.since, self.interrupted = None, None, None
+                ok = self.clock.end(c, msg, now, self.meter.cell_over)
             else:
+                ok = False
+            if not ok:
                 self.garbled = True
         else:
             self.garbled = True
 
     # -- result ----------------------------------------------------------------------
-    def result(self, outdir):
-        cells = []
-        budget = NOTEBOOK_OUTPUT_KEEP
-        for i in range(self.n_cells):
-            c = self.cells.get(i, {})
-            out, size = _read_output(os.path.join(outdir, f"cell-{i}.txt"), min(OUTPUT_KEEP, budget))
-            budget = max(0, budget - len(out))
-            status = c.get("status")
-            if status is None:
-                if "start" not in c:
-                    status = "not-run"
-                elif "seconds" not in c:
-                    status = "died"
-                elif c.get("kind") == "memory":
-                    status = "memory-limit"
-                elif c.get("error") and "File too large" in c["error"]:
-                    status = "output-limit"
-                elif c.get("error"):
-                    status = "error"
-                else:
-                    status = "ok"
-            cells.append({"index": i, "status": status, "error": c.get("error"), "output": out,
-                          "output_bytes": size, "seconds": c.get("seconds"),
-                          **{k: c[k] for k in ("value", "stderr") if k in c}})
-        return {"cells": cells, "main": self.main or "completed", "garbled": self.garbled}
+    def result(self):
+        return {"cells": self.clock.result(self.meter.outdir), "main": self.main or "completed",
+                "garbled": self.garbled}
 
 
 def _read_output(path, keep):
@@ -693,8 +788,8 @@ def _write_files(scratch, files, limits):
     for name, data in files:
         raw = base64.b64decode(data)
         total += len(raw)
-        if total > limits.get("files", 50 << 20):
-            notes.append("extra files beyond 50 MB were not copied")
+        if total > limits["files"]:
+            notes.append(f"extra files beyond {limits['files'] >> 20} MB were not copied")
             break
         path = os.path.join(scratch, name)
         if os.path.commonpath([os.path.realpath(path), os.path.realpath(scratch)]) != os.path.realpath(scratch):

@@ -36,6 +36,7 @@ import nbformat
 # (always with fullmatch: `$` would match before a trailing newline, "alice\n" being a second alice)
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 from autograder.wire.frames import MAX_FILES_BYTES, MAX_NOTEBOOK_BYTES  # noqa: E402 - one place for the caps (the task frame's too)
+from autograder.wire.types import Limits, TaskFrame  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -190,13 +191,13 @@ class Submission:
     def key(self) -> str:
         return f"{self.student}/{self.assignment}/{self.notebook}"
 
-    def task(self, limits: dict, imports: list[str]) -> dict:
+    def task(self, limits: Limits | dict, imports: list[str]) -> TaskFrame:
         return {
             "id": self.key,
             "items": self.items,
             "tests": [{"id": t.grade_id, "source": t.source, "points": t.points} for t in self.source.tests],
             "files": self.files,
-            "limits": dict(limits),
+            "limits": Limits.of(limits).frame(),
             "imports": list(imports),
         }
 
