@@ -10,6 +10,7 @@ Run nbgrader from the repository root:
 The instructor's sources live in ``solutions/`` (nbgrader's "source" directory) and the
 student versions are generated into ``exercises/`` (nbgrader's "release" directory).
 """
+
 import os
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)

@@ -26,6 +26,7 @@ tensor besides its values - version counter, ``requires_grad``, ``is_leaf``, ``.
 memory it shares - it reads with :func:`meta`, which works the same on a live tensor and on
 one that came back from the student's process.
 """
+
 from __future__ import annotations
 
 import sys
@@ -115,8 +116,16 @@ def meta(tensor) -> TensorMeta:
             storage = ("live", tensor.untyped_storage().data_ptr())
         except Exception:  # noqa: BLE001
             storage = None
-        return TensorMeta(tensor.requires_grad, tensor.is_leaf, None if fn is None else type(fn).__name__,
-                          tensor._version, grad, storage, tensor.storage_offset(), tuple(tensor.stride()))
+        return TensorMeta(
+            tensor.requires_grad,
+            tensor.is_leaf,
+            None if fn is None else type(fn).__name__,
+            tensor._version,
+            grad,
+            storage,
+            tensor.storage_offset(),
+            tuple(tensor.stride()),
+        )
 
 
 def _is_plain_tensor(value) -> bool:
@@ -126,7 +135,9 @@ def _is_plain_tensor(value) -> bool:
 def _require_plain_tensor(value, what, cause=None):
     if _is_plain_tensor(value):
         return
-    if isinstance(value, _Tensor) or (isinstance(value, Foreign) and value.kind == "tensor subclass"):
+    if isinstance(value, _Tensor) or (
+        isinstance(value, Foreign) and value.kind == "tensor subclass"
+    ):
         fail(
             f"{what} must be a plain torch.Tensor",
             expected="torch.Tensor",
@@ -137,7 +148,8 @@ def _require_plain_tensor(value, what, cause=None):
         f"{what} must be a torch.Tensor",
         expected="torch.Tensor",
         found=f"{_type_name(value)}: {describe(value)}",
-        cause=cause or "the function returned something other than a tensor (did you forget `return`?)",
+        cause=cause
+        or "the function returned something other than a tensor (did you forget `return`?)",
     )
 
 
@@ -176,8 +188,10 @@ def shares_storage(a, b) -> bool:
     if sa is None or sb is None:  # a tensor without memory of its own (e.g. a torch.func wrapper)
         return False
     if (sa[0] == "live") != (sb[0] == "live"):
-        raise ValueError("shares_storage: compare two tensors observed in the same call (Outcome.after), "
-                         "or two tensors of the test")
+        raise ValueError(
+            "shares_storage: compare two tensors observed in the same call (Outcome.after), "
+            "or two tensors of the test"
+        )
     return sa is not None and sa == sb
 
 
@@ -192,8 +206,12 @@ def as_bool(value, what="the result"):
         with _DisableTorchFunction():
             return bool(value.item())
     if isinstance(value, Foreign):
-        fail(f"{what} must be True or False", expected="a bool", found=value.text,
-             cause="return a Python bool (for a tensor, use .item() or bool(...))")
+        fail(
+            f"{what} must be True or False",
+            expected="a bool",
+            found=value.text,
+            cause="return a Python bool (for a tensor, use .item() or bool(...))",
+        )
     fail(
         f"{what} must be True or False",
         expected="a bool",
@@ -224,7 +242,12 @@ def check_equal(found, expected, what, *, cause=None):
     ``str`` subclass counts as the ``str`` it holds, nothing runs its own ``__eq__``."""
     value = plain(found)
     if not _same_plain(value, expected):
-        fail(f"{what} returned {describe(value)}", expected=describe(expected), found=describe(value), cause=cause)
+        fail(
+            f"{what} returned {describe(value)}",
+            expected=describe(expected),
+            found=describe(value),
+            cause=cause,
+        )
 
 
 def _same_plain(a, b) -> bool:
@@ -251,14 +274,24 @@ def check_returns(call, expected: bool, what, *, cause=None, pick=None):
     if isinstance(call, Outcome):
         if call.raised:
             exc = call.error
-            fail(f"{what} raised {type(exc).__name__}", expected=expected, found=describe(exc), cause=cause)
+            fail(
+                f"{what} raised {type(exc).__name__}",
+                expected=expected,
+                found=describe(exc),
+                cause=cause,
+            )
         found = call.value
     else:
         try:
             with quiet():
                 found = call()
         except Exception as exc:  # noqa: BLE001 - turned into an actionable message
-            fail(f"{what} raised {type(exc).__name__}", expected=expected, found=describe(exc), cause=cause)
+            fail(
+                f"{what} raised {type(exc).__name__}",
+                expected=expected,
+                found=describe(exc),
+                cause=cause,
+            )
     if pick is not None:
         found = pick(found)
     check_bool(found, expected, what, cause=cause)
@@ -277,7 +310,12 @@ def check_call(call, what, *, cause=None):
     except CheckFailure:
         raise
     except Exception as exc:  # noqa: BLE001 - turned into an actionable message
-        fail(f"{what} raised {type(exc).__name__}", expected="no exception", found=describe(exc), cause=cause)
+        fail(
+            f"{what} raised {type(exc).__name__}",
+            expected="no exception",
+            found=describe(exc),
+            cause=cause,
+        )
 
 
 def _first_mismatch(found, expected, mismatch):
@@ -297,7 +335,12 @@ def check_tensor(found, expected, what, *, cause=None, rtol=1e-5, atol=1e-8, che
                 cause=cause,
             )
         if check_dtype and found.dtype != expected.dtype:
-            fail(f"{what} has the wrong dtype", expected=expected.dtype, found=found.dtype, cause=cause)
+            fail(
+                f"{what} has the wrong dtype",
+                expected=expected.dtype,
+                found=found.dtype,
+                cause=cause,
+            )
         f = found.detach()
         e = expected.detach().to(f.dtype)
         if f.is_floating_point() or f.is_complex():
@@ -307,8 +350,15 @@ def check_tensor(found, expected, what, *, cause=None, rtol=1e-5, atol=1e-8, che
         if bool(close.all()):
             return
         index, fv, ev = _first_mismatch(f, e, ~close)
-        where = f" (first difference at index {list(index)}: {fv!r} instead of {ev!r})" if index else ""
-        fail(f"{what} has the wrong values{where}", expected=describe(e), found=describe(f), cause=cause)
+        where = (
+            f" (first difference at index {list(index)}: {fv!r} instead of {ev!r})" if index else ""
+        )
+        fail(
+            f"{what} has the wrong values{where}",
+            expected=describe(e),
+            found=describe(f),
+            cause=cause,
+        )
 
 
 def check_grad(found, expected, what, *, inputs=None, name="x", cause=None, rtol=1e-5, atol=1e-8):
@@ -327,7 +377,12 @@ def check_grad(found, expected, what, *, inputs=None, name="x", cause=None, rtol
     _require_plain_tensor(found, what)
     with _DisableTorchFunction():
         if tuple(found.shape) != tuple(expected.shape):
-            fail(f"{what} has the wrong shape", expected=tuple(expected.shape), found=tuple(found.shape), cause=cause)
+            fail(
+                f"{what} has the wrong shape",
+                expected=tuple(expected.shape),
+                found=tuple(found.shape),
+                cause=cause,
+            )
         f = found.detach()
         e = expected.detach().to(f.dtype)
         close = _isclose(f, e, rtol=rtol, atol=atol, equal_nan=True)
@@ -382,7 +437,8 @@ def check_same_object(call, exception, what, *, cause=None):
             f"{what} did not let the original exception through",
             expected=f"the very same {type(exception).__name__} object: {describe(exception)}",
             found=describe(exc),
-            cause=cause or "catch only the exceptions you mean to handle, and re-raise with a bare `raise`",
+            cause=cause
+            or "catch only the exceptions you mean to handle, and re-raise with a bare `raise`",
         )
     fail(
         f"{what} swallowed an exception",
@@ -449,12 +505,15 @@ def check_unchanged(tensor, state: TensorState, what, *, cause=None, role="its i
                 cause=cause or "call requires_grad_() on a copy, not on the argument",
             )
         now = m.grad
-        if (state.grad is None) != (now is None) or (now is not None and not same_values(now.detach(), state.grad)):
+        if (state.grad is None) != (now is None) or (
+            now is not None and not same_values(now.detach(), state.grad)
+        ):
             fail(
                 f"{what} changed the .grad of {role}",
                 expected=describe(state.grad),
                 found=describe(now),
-                cause=cause or "call backward on a fresh copy that requires grad, not on the argument",
+                cause=cause
+                or "call backward on a fresh copy that requires grad, not on the argument",
             )
 
 

@@ -3,6 +3,7 @@
 Subcommands are added by the modules that implement them; each module exposes
 ``add_parser(subparsers)`` which registers its subcommand and sets ``func``.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -9,6 +9,7 @@ benchmarks (stock ``nbgrader autograde`` as the baseline)::
     course.autograde("01_relu_inplace")                    # nbgrader autograde
     course.scores("01_relu_inplace")   # {"alice": {"01_relu_inplace": {"test_x": (1.0, 1.0)}}}
 """
+
 from __future__ import annotations
 
 import os
@@ -106,7 +107,9 @@ class TempCourse:
             self.nbgrader("generate_assignment", name, "--force", *(() if db else ("--no-db",)))
         return self.root / "exercises"
 
-    def submit(self, student: str, assignment: str, notebook: Path, name: str | None = None) -> Path:
+    def submit(
+        self, student: str, assignment: str, notebook: Path, name: str | None = None
+    ) -> Path:
         """Copy ``notebook`` to ``submitted/<student>/<assignment>/<name>.ipynb``."""
         name = name or notebooks(assignment)[0]
         target = self.root / "submitted" / student / assignment / f"{name}.ipynb"
@@ -139,8 +142,11 @@ def owner(test_grade_id: str, function_names) -> str | None:
     A test cell ``test_<name>`` or ``test_<name>_...`` grades ``<name>``; when several names
     match (``test_MyReLUInplace_leaf`` vs ``MyReLU``), the longest matching name owns it.
     """
-    matches = [n for n in function_names
-               if test_grade_id == f"test_{n}" or test_grade_id.startswith(f"test_{n}_")]
+    matches = [
+        n
+        for n in function_names
+        if test_grade_id == f"test_{n}" or test_grade_id.startswith(f"test_{n}_")
+    ]
     return max(matches, key=len) if matches else None
 
 

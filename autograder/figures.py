@@ -28,6 +28,7 @@ read from the live matplotlib objects. The rules:
 
 Command line, for lesson authors: ``autograder figures course/01_relu_inplace.ipynb``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,9 +45,20 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["FIGURE_TAG", "INFO_MIME", "TOLERANCE", "Figure", "kernel_hook", "record_figures",
-           "execute_with_figure_info", "figure_problems", "figure_differences", "lesson_problems",
-           "describe_figures", "add_parser"]
+__all__ = [
+    "FIGURE_TAG",
+    "INFO_MIME",
+    "TOLERANCE",
+    "Figure",
+    "kernel_hook",
+    "record_figures",
+    "execute_with_figure_info",
+    "figure_problems",
+    "figure_differences",
+    "lesson_problems",
+    "describe_figures",
+    "add_parser",
+]
 
 FIGURE_TAG = "figure"
 INFO_MIME = "application/vnd.autograder.figure-info+json"
@@ -174,7 +186,7 @@ class Figure:
 
 @dataclass
 class CellFigures:
-    index: int          # position of the cell in the notebook (0-based; messages count from 1)
+    index: int  # position of the cell in the notebook (0-based; messages count from 1)
     tagged: bool
     figures: list = field(default_factory=list)
     errors: list = field(default_factory=list)
@@ -223,7 +235,8 @@ def record_figures(nb):
             output.setdefault("metadata", {})[INFO_MIME] = {
                 # one line of compact JSON: thousands of plotted numbers, not thousands of lines
                 "figure": json.dumps(info, separators=(",", ":")),
-                "image_sha256": image_digest(image) if image is not None else None}
+                "image_sha256": image_digest(image) if image is not None else None,
+            }
     return nb
 
 
@@ -243,11 +256,19 @@ def execute_with_figure_info(path, timeout: int = 600, env: dict | None = None) 
     log.addHandler(logging.NullHandler())
     log.propagate = False
     with kernel_hook() as extra_arguments:
-        client = NotebookClient(run, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                record_timing=False, log=log, extra_arguments=extra_arguments,
-                                resources={"metadata": {"path": str(path.resolve().parent)}})
-        client.execute(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env={**os.environ, **(env or {})})
+        client = NotebookClient(
+            run,
+            timeout=timeout,
+            kernel_name="python3",
+            allow_errors=True,
+            record_timing=False,
+            log=log,
+            extra_arguments=extra_arguments,
+            resources={"metadata": {"path": str(path.resolve().parent)}},
+        )
+        client.execute(
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+        )
     cells = []
     for index, cell in enumerate(run.cells):
         if cell.cell_type != "code":
@@ -256,10 +277,14 @@ def execute_with_figure_info(path, timeout: int = 600, env: dict | None = None) 
         for output in cell.get("outputs", []):
             if output.output_type == "error" and "raises-exception" not in _tags(nb.cells[index]):
                 result.errors.append(f"{output.ename}: {output.evalue}")
-            if output.output_type in ("display_data", "execute_result") and INFO_MIME in output.get("data", {}):
+            if output.output_type in ("display_data", "execute_result") and INFO_MIME in output.get(
+                "data", {}
+            ):
                 mime, image = _image(output)
                 result.figures.append(Figure(dict(output["data"][INFO_MIME]), image, mime))
-        result.outputs = record_figures(nbformat.v4.new_notebook(cells=[copy.deepcopy(cell)])).cells[0].outputs
+        result.outputs = (
+            record_figures(nbformat.v4.new_notebook(cells=[copy.deepcopy(cell)])).cells[0].outputs
+        )
         cells.append(result)
     return cells
 
@@ -287,19 +312,30 @@ def figure_problems(info: dict) -> list:
             continue
         if not ax["axis_on"]:
             continue  # a diagram: the title says what it is
-        for axis, shares, sup in (("x", "shares_x", "supxlabel"), ("y", "shares_y", "supylabel"),
-                                  ("z", None, None)):
+        for axis, shares, sup in (
+            ("x", "shares_x", "supxlabel"),
+            ("y", "shares_y", "supylabel"),
+            ("z", None, None),
+        ):
             label = ax.get(f"{axis}label")
             if label is None:  # no z axis
                 continue
             shared = [axes[j].get(f"{axis}label") or "" for j in ax[shares]] if shares else []
-            if not label.strip() and not any(s.strip() for s in shared) and not (sup and info[sup].strip()):
+            if (
+                not label.strip()
+                and not any(s.strip() for s in shared)
+                and not (sup and info[sup].strip())
+            ):
                 problems.append(f"{name} has no {axis} label: use ax.set_{axis}label(...)")
         has_legend = ax["legend"] is not None or bool(info["figure_legends"])
         if ax["labelled"] >= 2 and not has_legend:
-            problems.append(f"{name} has {ax['labelled']} labelled curves but no legend: call ax.legend()")
+            problems.append(
+                f"{name} has {ax['labelled']} labelled curves but no legend: call ax.legend()"
+            )
         if ax["legend"] is not None and not any(t.strip() for t in ax["legend"]):
-            problems.append(f"{name} has a legend without entries: give the plotted artists label=...")
+            problems.append(
+                f"{name} has a legend without entries: give the plotted artists label=..."
+            )
     return problems
 
 
@@ -313,7 +349,9 @@ def _numbers(xy, scales):
     """``xy`` as a float array (None -> nan) on the axes' scales (log axes compared in decades)."""
     import numpy as np
 
-    a = np.array([[math.nan if v is None else v for v in p] for p in xy], dtype=float).reshape(-1, 2)
+    a = np.array([[math.nan if v is None else v for v in p] for p in xy], dtype=float).reshape(
+        -1, 2
+    )
     for k, scale in enumerate(scales):
         if scale == "log":
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -329,7 +367,9 @@ def _moved(old, new, spans):
     if not np.array_equal(np.isfinite(old), np.isfinite(new)):
         return None
     finite = np.isfinite(old)
-    moved = np.abs(np.where(finite, old, 0) - np.where(finite, new, 0)) / np.asarray(spans, dtype=float)
+    moved = np.abs(np.where(finite, old, 0) - np.where(finite, new, 0)) / np.asarray(
+        spans, dtype=float
+    )
     return float(moved.max()) if moved.size else 0.0
 
 
@@ -353,7 +393,16 @@ def figure_differences(old: dict, new: dict, tolerance: float = TOLERANCE) -> li
         return out + [f"it has {len(new['axes'])} axes, committed {len(old['axes'])}"]
     for i, (a, b) in enumerate(zip(old["axes"], new["axes"])):
         name = _axes_name(old, i)
-        for key in ("title", "xlabel", "ylabel", "zlabel", "legend", "axis_on", "colorbar", "scale"):
+        for key in (
+            "title",
+            "xlabel",
+            "ylabel",
+            "zlabel",
+            "legend",
+            "axis_on",
+            "colorbar",
+            "scale",
+        ):
             if a.get(key) != b.get(key):
                 out.append(f"{name}: {key} is {b.get(key)!r}, committed {a.get(key)!r}")
         if "plotted" not in a or "plotted" not in b:
@@ -362,14 +411,18 @@ def figure_differences(old: dict, new: dict, tolerance: float = TOLERANCE) -> li
         kinds = [(p["kind"], p["label"]) for p in a["plotted"]]
         kinds_new = [(p["kind"], p["label"]) for p in b["plotted"]]
         if kinds != kinds_new:
-            out.append(f"{name}: it plots {[k for k, _ in kinds_new]}, committed {[k for k, _ in kinds]}"
-                       " (or their labels differ)")
+            out.append(
+                f"{name}: it plots {[k for k, _ in kinds_new]}, committed {[k for k, _ in kinds]}"
+                " (or their labels differ)"
+            )
             continue
         scales = a.get("scale") or ["linear", "linear"]
         lims = _numbers(list(zip(*a["limits"])), scales) if a.get("limits") else None
         spans = [_span(list(lims[:, k])) for k in range(2)] if lims is not None else [1.0, 1.0]
         for p, q in zip(a["plotted"], b["plotted"]):
-            what = f"{name}, {p['kind']}" + (f" {p['label']!r}" if p["label"] and not p["label"].startswith("_") else "")
+            what = f"{name}, {p['kind']}" + (
+                f" {p['label']!r}" if p["label"] and not p["label"].startswith("_") else ""
+            )
             if "xy" in p:
                 if len(p["xy"]) != len(q["xy"]):
                     out.append(f"{what}: {len(q['xy'])} points, committed {len(p['xy'])}")
@@ -380,22 +433,36 @@ def figure_differences(old: dict, new: dict, tolerance: float = TOLERANCE) -> li
                     continue
                 moved = _moved(_numbers(p["xy"], scales), _numbers(q["xy"], scales), spans)
                 if moved is None:
-                    out.append(f"{what}: its missing (NaN/inf) points differ from the committed ones")
+                    out.append(
+                        f"{what}: its missing (NaN/inf) points differ from the committed ones"
+                    )
                 elif moved > tolerance:
-                    out.append(f"{what}: a point moved by {moved:.1%} of the axis span "
-                               f"(tolerance {tolerance:.0%})")
+                    out.append(
+                        f"{what}: a point moved by {moved:.1%} of the axis span "
+                        f"(tolerance {tolerance:.0%})"
+                    )
             if "array" in p:
                 if p["array"]["shape"] != q["array"]["shape"]:
-                    out.append(f"{what}: shape {q['array']['shape']}, committed {p['array']['shape']}")
+                    out.append(
+                        f"{what}: shape {q['array']['shape']}, committed {p['array']['shape']}"
+                    )
                     continue
-                old_v = _numbers([[v, 0] for v in p["array"]["values"]], ["linear", "linear"])[:, :1]
-                new_v = _numbers([[v, 0] for v in q["array"]["values"]], ["linear", "linear"])[:, :1]
+                old_v = _numbers([[v, 0] for v in p["array"]["values"]], ["linear", "linear"])[
+                    :, :1
+                ]
+                new_v = _numbers([[v, 0] for v in q["array"]["values"]], ["linear", "linear"])[
+                    :, :1
+                ]
                 moved = _moved(old_v, new_v, [_value_range(p["array"]["values"])])
                 if moved is None:
-                    out.append(f"{what}: its missing (NaN/inf) values differ from the committed ones")
+                    out.append(
+                        f"{what}: its missing (NaN/inf) values differ from the committed ones"
+                    )
                 elif moved > tolerance:
-                    out.append(f"{what}: a value moved by {moved:.1%} of the value range "
-                               f"(tolerance {tolerance:.0%})")
+                    out.append(
+                        f"{what}: a value moved by {moved:.1%} of the value range "
+                        f"(tolerance {tolerance:.0%})"
+                    )
         if a.get("limits") and b.get("limits"):
             moved = _moved(lims, _numbers(list(zip(*b["limits"])), scales), spans)
             if moved is None or moved > tolerance:
@@ -407,27 +474,36 @@ def _committed_problems(where, outputs, figures) -> list:
     """Compare the figures a fresh run drew with the committed outputs (``outputs``: those with an image)."""
     records = [o.get("metadata", {}).get(INFO_MIME) for o in outputs]
     if any(r is None for r in records):
-        return [f"{where}: the committed figure has no record of its plotted data: re-execute the lesson "
-                "with `make notebooks`"]
+        return [
+            f"{where}: the committed figure has no record of its plotted data: re-execute the lesson "
+            "with `make notebooks`"
+        ]
     if any(r["image_sha256"] != image_digest(_image(o)[1]) for r, o in zip(records, outputs)):
-        return [f"{where}: the committed image was not drawn by the run that recorded its data: re-execute "
-                "the lesson with `make notebooks`"]
+        return [
+            f"{where}: the committed image was not drawn by the run that recorded its data: re-execute "
+            "the lesson with `make notebooks`"
+        ]
     if len(records) != len(figures):
-        return [f"{where}: a fresh run shows {len(figures)} figures, the committed notebook {len(records)}"]
+        return [
+            f"{where}: a fresh run shows {len(figures)} figures, the committed notebook {len(records)}"
+        ]
     problems = []
     for k, (record, figure) in enumerate(zip(records, figures)):
         differences = figure_differences(json.loads(record["figure"]), figure.info)
         if differences:
             n = len(differences) - 1
             more = f" (and {n} more difference{'s' if n > 1 else ''})" if n else ""
-            problems.append(f"{where}, figure {k + 1}: a fresh run draws a different figure than the committed "
-                            f"one: {differences[0]}{more} (unseeded randomness? timings? outputs not "
-                            "re-executed with `make notebooks`?)")
+            problems.append(
+                f"{where}, figure {k + 1}: a fresh run draws a different figure than the committed "
+                f"one: {differences[0]}{more} (unseeded randomness? timings? outputs not "
+                "re-executed with `make notebooks`?)"
+            )
     return problems
 
 
-def lesson_problems(path, timeout: int = 600, require_figure: bool = True, cells=None,
-                    env: dict | None = None) -> list:
+def lesson_problems(
+    path, timeout: int = 600, require_figure: bool = True, cells=None, env: dict | None = None
+) -> list:
     """Every figure rule broken by the lesson at ``path``, as messages naming the cell.
 
     ``cells``: the result of :func:`execute_with_figure_info` when already computed; ``env``:
@@ -438,9 +514,18 @@ def lesson_problems(path, timeout: int = 600, require_figure: bool = True, cells
     cells = execute_with_figure_info(path, timeout=timeout, env=env) if cells is None else cells
     problems = []
     if require_figure and not any(c.tagged for c in cells):
-        problems.append(f"{path.name} has no cell tagged {FIGURE_TAG!r}: every lesson has at least one figure")
+        problems.append(
+            f"{path.name} has no cell tagged {FIGURE_TAG!r}: every lesson has at least one figure"
+        )
     for cell in cells:
-        first = next((line.strip() for line in committed.cells[cell.index].source.splitlines() if line.strip()), "")
+        first = next(
+            (
+                line.strip()
+                for line in committed.cells[cell.index].source.splitlines()
+                if line.strip()
+            ),
+            "",
+        )
         first = first if len(first) <= 40 else first[:37] + "..."
         where = f"{path.name} cell {cell.index + 1} (`{first}`)"
         for error in cell.errors:
@@ -456,12 +541,19 @@ def lesson_problems(path, timeout: int = 600, require_figure: bool = True, cells
                 problems.append(f"{label} was shown without an image")
         images = [f.image for f in cell.figures if f.image is not None]
         if len(set(images)) < len(images):
-            problems.append(f"{where} shows the same figure twice: end the cell with plt.show(), not with the figure")
+            problems.append(
+                f"{where} shows the same figure twice: end the cell with plt.show(), not with the figure"
+            )
         if cell.figures:
-            old = [o for o in committed.cells[cell.index].get("outputs", [])
-                   if o.output_type in ("display_data", "execute_result") and _image(o)[1] is not None]
+            old = [
+                o
+                for o in committed.cells[cell.index].get("outputs", [])
+                if o.output_type in ("display_data", "execute_result") and _image(o)[1] is not None
+            ]
             if not old:
-                problems.append(f"{where}: the committed notebook has no image here: run `make notebooks`")
+                problems.append(
+                    f"{where}: the committed notebook has no image here: run `make notebooks`"
+                )
             else:
                 problems += _committed_problems(where, old, cell.figures)
     return problems
@@ -475,7 +567,9 @@ def describe_figures(cells) -> str:
             info = f.info
             titles = [info["suptitle"]] if info["suptitle"] else []
             titles += [t for ax in info["axes"] for t in ax["title"]]
-            lines.append(f"cell {cell.index + 1}, figure {k + 1}: {' / '.join(titles) or '(no title)'}")
+            lines.append(
+                f"cell {cell.index + 1}, figure {k + 1}: {' / '.join(titles) or '(no title)'}"
+            )
             for i, ax in enumerate(info["axes"]):
                 bits = [f"x={ax['xlabel']!r}", f"y={ax['ylabel']!r}"]
                 if ax["legend"]:
@@ -493,7 +587,9 @@ def add_parser(subparsers):
         description=__doc__.split("\n\n")[1].replace("\n", " "),
     )
     parser.add_argument("lessons", nargs="+", type=Path)
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default %(default)s)")
+    parser.add_argument(
+        "--timeout", type=int, default=600, help="seconds per cell (default %(default)s)"
+    )
     parser.set_defaults(func=_main)
 
 
@@ -511,4 +607,3 @@ def _main(args) -> int:
             print(f"  problem: {problem}")
         status = status or (1 if problems else 0)
     return status
-

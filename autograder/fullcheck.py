@@ -21,6 +21,7 @@ exercise notebook).
 In a graded class your instructor's hidden tests decide, and ``solutions/`` is not shipped:
 use the plain ``autograder check`` (visible tests) there.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -33,10 +34,19 @@ from .course import REPO, graded_cells, owner
 from .learner.selfcheck import FAIL, PASS, TODO, SelfCheckError, read_notebook
 from .wire.types import Limits, Options
 
-__all__ = ["NO_SOLUTIONS", "FullReport", "TestResult", "grade_notebook", "grade_notebooks", "install_command"]
+__all__ = [
+    "NO_SOLUTIONS",
+    "FullReport",
+    "TestResult",
+    "grade_notebook",
+    "grade_notebooks",
+    "install_command",
+]
 
-NO_SOLUTIONS = ("the hidden tests are not in this copy (a class that releases only exercises/): "
-                "ask your instructor / use plain `autograder check`")
+NO_SOLUTIONS = (
+    "the hidden tests are not in this copy (a class that releases only exercises/): "
+    "ask your instructor / use plain `autograder check`"
+)
 DEFAULT_TIMEOUT = 120.0  # seconds per cell and per test, as `autograder grade`
 STUDENT = "you"
 
@@ -60,7 +70,7 @@ class TestResult:
     grade_id: str
     points: float
     max_points: float
-    status: str            # PASS / FAIL / TODO
+    status: str  # PASS / FAIL / TODO
     hidden: bool
     message: str = ""
 
@@ -69,7 +79,7 @@ class TestResult:
 class FullReport:
     notebook: str
     assignment: str
-    functions: dict                    # function name -> [TestResult]
+    functions: dict  # function name -> [TestResult]
     notes: list = field(default_factory=list)
 
     @property
@@ -93,14 +103,19 @@ class FullReport:
         return all(t.status == PASS for t in self.tests if not t.hidden)
 
     def text(self) -> str:
-        lines = [f"Full check of {self.notebook} ({self.assignment}): every test, the hidden ones included, "
-                 "graded in the sandbox as `autograder grade` grades a class.", ""]
+        lines = [
+            f"Full check of {self.notebook} ({self.assignment}): every test, the hidden ones included, "
+            "graded in the sandbox as `autograder grade` grades a class.",
+            "",
+        ]
         for name, tests in self.functions.items():
             got, out_of = sum(t.points for t in tests), sum(t.max_points for t in tests)
             lines.append(f"{name}: {_num(got)} / {_num(out_of)}")
             for t in tests:
                 kind = "hidden" if t.hidden else "visible"
-                lines.append(f"  {t.status:<4}  {t.grade_id} ({kind}): {_num(t.points)} / {_num(t.max_points)}")
+                lines.append(
+                    f"  {t.status:<4}  {t.grade_id} ({kind}): {_num(t.points)} / {_num(t.max_points)}"
+                )
                 if t.status == FAIL and t.message:
                     lines += [f"        {line}" for line in t.message.splitlines()]
             lines.append("")
@@ -108,13 +123,17 @@ class FullReport:
         if self.notes:
             lines.append("")
         lines.append(f"score: {_num(self.score)} / {_num(self.max_score)}")
-        todo = sorted({name for name, tests in self.functions.items() if any(t.status == TODO for t in tests)})
+        todo = sorted(
+            {name for name, tests in self.functions.items() if any(t.status == TODO for t in tests)}
+        )
         if self.full_marks:
             lines.append("Full marks: your notebook meets every clause the hidden tests check.")
         elif todo:
-            lines.append(f"Not attempted yet: {', '.join(todo)} (write your code where it says `# YOUR CODE HERE` "
-                         "and delete the `raise NotImplementedError()` line). Fix what is listed above, save, "
-                         "and check again.")
+            lines.append(
+                f"Not attempted yet: {', '.join(todo)} (write your code where it says `# YOUR CODE HERE` "
+                "and delete the `raise NotImplementedError()` line). Fix what is listed above, save, "
+                "and check again."
+            )
         else:
             lines.append("Fix what is listed above, save, and check again.")
         return "\n".join(lines)
@@ -140,9 +159,11 @@ def _require_sandbox():
     from .grading.host.sandbox import SandboxError, check_sandbox
 
     if shutil.which("bwrap") is None:
-        raise SelfCheckError("bubblewrap (the grading sandbox) is not installed here: install it with\n\n"
-                             f"    {install_command('bwrap')}\n\n"
-                             "(or `make lab` / `make test`, which install it when they can), then check again")
+        raise SelfCheckError(
+            "bubblewrap (the grading sandbox) is not installed here: install it with\n\n"
+            f"    {install_command('bwrap')}\n\n"
+            "(or `make lab` / `make test`, which install it when they can), then check again"
+        )
     try:
         check_sandbox()
     except SandboxError as exc:
@@ -161,8 +182,10 @@ def _source_for(course, nb, path: Path):
             if shared > overlap:
                 best, overlap = source, shared
     if best is None:
-        raise SelfCheckError(f"{path.name} is not a notebook of this course's exercises (no graded cell of "
-                             f"{course.source} is in it)")
+        raise SelfCheckError(
+            f"{path.name} is not a notebook of this course's exercises (no graded cell of "
+            f"{course.source} is in it)"
+        )
     return best
 
 
@@ -177,8 +200,17 @@ def _submission(course, path: Path):
         items, layout = plan(source, graded_nb)
     except (ValueError, RecursionError) as exc:
         raise SelfCheckError(f"{path.name} cannot be graded: {exc}") from None
-    sub = Submission(STUDENT, source.assignment, source.name, path, source, nb=graded_nb,
-                     items=items, layout=layout, files=_extra_files(path.resolve().parent))
+    sub = Submission(
+        STUDENT,
+        source.assignment,
+        source.name,
+        path,
+        source,
+        nb=graded_nb,
+        items=items,
+        layout=layout,
+        files=_extra_files(path.resolve().parent),
+    )
     return sub, nb
 
 
@@ -196,25 +228,37 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
     subs = [_submission(course, Path(p)) for p in paths]
     _require_sandbox()
     imports = course.imports()
-    limits = Limits(timeout=float(timeout), wall=max(Limits.wall, 5 * float(timeout)), output=parse_size("1M"))
+    limits = Limits(
+        timeout=float(timeout), wall=max(Limits.wall, 5 * float(timeout)), output=parse_size("1M")
+    )
     results = {}
     with tempfile.TemporaryDirectory(prefix="autograder-check-") as logs:
         options = Options(preload=imports, log_dir=logs)
         pool = LocalPool(1, options)
         try:  # the source first, as `autograder grade` (calibrate.py): judge, one kernel, or refused
             calibration = Calibration(course).calibrate(
-                sorted({sub.assignment for sub, _ in subs}), lambda t, cb: pool.run(t, cb, final=False),
-                limits, imports)
+                sorted({sub.assignment for sub, _ in subs}),
+                lambda t, cb: pool.run(t, cb, final=False),
+                limits,
+                imports,
+            )
             refused = calibration.refused
-            tasks = [(str(i), calibration.task(sub, limits, imports)) for i, (sub, _) in enumerate(subs)
-                     if sub.assignment not in refused]
+            tasks = [
+                (str(i), calibration.task(sub, limits, imports))
+                for i, (sub, _) in enumerate(subs)
+                if sub.assignment not in refused
+            ]
             tasks = [(key, dict(task, id=key)) for key, task in tasks]
-            pool.run(tasks, lambda key, result, error: results.__setitem__(key, (result, error)))  # (and stop)
+            pool.run(
+                tasks, lambda key, result, error: results.__setitem__(key, (result, error))
+            )  # (and stop)
         except WorkerFailure as exc:
             raise SelfCheckError(f"the grading sandbox could not start:\n{exc}") from None
     if refused:
-        raise SelfCheckError("the grader cannot grade this exercise as nbgrader would:\n" + "\n".join(
-            f"  {a}: {p}" for a, problems in refused.items() for p in problems))
+        raise SelfCheckError(
+            "the grader cannot grade this exercise as nbgrader would:\n"
+            + "\n".join(f"  {a}: {p}" for a, problems in refused.items() for p in problems)
+        )
     reports = []
     for i, (sub, nb) in enumerate(subs):
         result, error = results.get(str(i), (None, "no result"))
@@ -233,8 +277,13 @@ def grade_notebook(path, course_root=None, timeout: float = DEFAULT_TIMEOUT) -> 
 
 def _stubbed(nb) -> set:
     """Graded functions whose answer cell still has nbgrader's ``raise NotImplementedError``."""
-    return {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.cell_type == "code"
-            and c.metadata.get("nbgrader", {}).get("solution") and "raise NotImplementedError" in c.source}
+    return {
+        c.metadata["nbgrader"]["grade_id"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        and c.metadata.get("nbgrader", {}).get("solution")
+        and "raise NotImplementedError" in c.source
+    }
 
 
 def _report(sub, nb, rows, result, notes) -> FullReport:
@@ -247,7 +296,7 @@ def _report(sub, nb, rows, result, notes) -> FullReport:
         message = row.message or ""
         for prefix in ("CheckFailure: ", "AssertionError: "):  # the check's message says it all
             if message.startswith(prefix):
-                message = message[len(prefix):]
+                message = message[len(prefix) :]
         if row.status not in ("ok", "in-kernel"):
             from .grading import STATUSES
 
@@ -256,12 +305,19 @@ def _report(sub, nb, rows, result, notes) -> FullReport:
             message = (message + "\n" if message else "") + "partial credit"
         if passed:
             status = PASS
-        elif key in stubs and row.status in ("ok", "in-kernel") and "NotImplementedError" in (message or ""):
+        elif (
+            key in stubs
+            and row.status in ("ok", "in-kernel")
+            and "NotImplementedError" in (message or "")
+        ):
             status = TODO
         else:
             status = FAIL
         functions.setdefault(key, []).append(
-            TestResult(row.grade_id, float(row.score), float(row.max_score), status, row.hidden, message))
+            TestResult(
+                row.grade_id, float(row.score), float(row.max_score), status, row.hidden, message
+            )
+        )
     functions = {k: v for k, v in functions.items() if v}
     return FullReport(Path(sub.path).name, sub.assignment, functions, notes)
 

@@ -9,6 +9,7 @@ reader reads one of the two summaries. Words are whitespace-separated runs.
 
     python -m autograder.lessons            # every lesson of course/: words, code lines, minutes
 """
+
 from __future__ import annotations
 
 import math
@@ -46,11 +47,16 @@ class LessonTime:
 
     @property
     def optional_minutes(self) -> float:
-        return self.optional_words / WORDS_PER_MINUTE + self.optional_code_lines / CODE_LINES_PER_MINUTE
+        return (
+            self.optional_words / WORDS_PER_MINUTE
+            + self.optional_code_lines / CODE_LINES_PER_MINUTE
+        )
 
 
 def _code_lines(source: str) -> int:
-    return sum(1 for line in source.splitlines() if line.strip() and not line.strip().startswith("#"))
+    return sum(
+        1 for line in source.splitlines() if line.strip() and not line.strip().startswith("#")
+    )
 
 
 def _words(source: str) -> int:
@@ -89,7 +95,11 @@ def measure(path) -> LessonTime:
 
 
 def lessons(root: Path = REPO) -> list[Path]:
-    return [p for p in sorted((root / "course").glob("[0-9][0-9]_*.ipynb")) if not p.name.startswith("00_")]
+    return [
+        p
+        for p in sorted((root / "course").glob("[0-9][0-9]_*.ipynb"))
+        if not p.name.startswith("00_")
+    ]
 
 
 def main(argv=None) -> int:
@@ -97,7 +107,9 @@ def main(argv=None) -> int:
     print(f"{'lesson':40} {'words':>6} {'code':>5} {'core min':>9} {'optional min':>13}")
     for p in paths:
         t = measure(p)
-        print(f"{p.name:40} {t.words:6d} {t.code_lines:5d} {t.minutes:9.1f} {t.optional_minutes:13.1f}")
+        print(
+            f"{p.name:40} {t.words:6d} {t.code_lines:5d} {t.minutes:9.1f} {t.optional_minutes:13.1f}"
+        )
     return 0
 
 

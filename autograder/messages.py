@@ -11,6 +11,7 @@ whose message has the same three parts::
 ``describe`` turns tensors and other values into short, deterministic text for those
 lines (no memory addresses, bounded length).
 """
+
 from __future__ import annotations
 
 import reprlib
@@ -46,7 +47,9 @@ def describe(value) -> str:
         torch = None
     if torch is not None and isinstance(value, torch.Tensor):
         if type(value) is not torch.Tensor:
-            return f"a {type(value).__module__}.{type(value).__qualname__} (a torch.Tensor subclass)"
+            return (
+                f"a {type(value).__module__}.{type(value).__qualname__} (a torch.Tensor subclass)"
+            )
         with torch._C.DisableTorchFunction():
             t = value.detach()
             if t.numel() > 12:

@@ -6,6 +6,7 @@ volatile per-cell timing metadata, so the committed outputs are exactly what nbv
 Each matplotlib figure's description (titles, labels, plotted data: ``autograder.figures``) is
 recorded in its output's metadata, which nbval does not compare, for the figure check.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,13 @@ from pathlib import Path
 import nbformat
 
 # cell / notebook metadata that changes from run to run and carries no meaning
-VOLATILE_CELL_METADATA = ("execution", "collapsed", "scrolled", "jp-MarkdownHeadingCollapsed", "trusted")
+VOLATILE_CELL_METADATA = (
+    "execution",
+    "collapsed",
+    "scrolled",
+    "jp-MarkdownHeadingCollapsed",
+    "trusted",
+)
 VOLATILE_NOTEBOOK_METADATA = ("widgets", "toc", "varInspector")
 
 

@@ -19,6 +19,7 @@ with the score, from the full check (:mod:`autograder.fullcheck`: the notebooks 
 in the sandbox with this copy's ``solutions/``). Without ``solutions/`` or bubblewrap it runs
 the visible tests only and says why there is no score.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,9 +50,18 @@ class ExerciseProgress:
     detail: str = ""
 
     def line(self, width: int) -> str:
-        name = self.assignment if self.notebook == self.assignment else f"{self.assignment}/{self.notebook}"
-        score = (f"score {_num(self.score)} / {_num(self.max_score)}" if self.score is not None
-                 else f"score ? / {_num(self.max_score)}" if self.max_score is not None else "score ?")
+        name = (
+            self.assignment
+            if self.notebook == self.assignment
+            else f"{self.assignment}/{self.notebook}"
+        )
+        score = (
+            f"score {_num(self.score)} / {_num(self.max_score)}"
+            if self.score is not None
+            else f"score ? / {_num(self.max_score)}"
+            if self.max_score is not None
+            else "score ?"
+        )
         status = self.status + (f" ({self.detail})" if self.detail else "")
         return f"  {name:<{width}}  {status:<40}  {score}"
 
@@ -82,13 +92,21 @@ def _exercise_list(exercises: Path, root: Path) -> list:
 
 
 def _max_points(nb) -> float:
-    return sum(float(c.metadata.get("nbgrader", {}).get("points", 0)) for c in nb.cells
-               if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
-               and not c.metadata.get("nbgrader", {}).get("solution"))
+    return sum(
+        float(c.metadata.get("nbgrader", {}).get("points", 0))
+        for c in nb.cells
+        if c.cell_type == "code"
+        and c.metadata.get("nbgrader", {}).get("grade")
+        and not c.metadata.get("nbgrader", {}).get("solution")
+    )
 
 
 def _not_started(nb) -> bool:
-    answers = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+    answers = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")
+    ]
     return all("raise NotImplementedError" in c.source for c in answers)
 
 
@@ -124,7 +142,10 @@ def progress_report(exercises=None, course_root=None) -> tuple[list, list]:
     try:
         reports = grade_notebooks([r.path for r in started], root)
     except SelfCheckError as exc:  # no solutions/ or no sandbox: the visible tests only
-        notes.append("no score: " + (str(exc) if str(exc) == NO_SOLUTIONS else f"the full check cannot run: {exc}"))
+        notes.append(
+            "no score: "
+            + (str(exc) if str(exc) == NO_SOLUTIONS else f"the full check cannot run: {exc}")
+        )
         for row in started:
             try:
                 visible = run_visible_tests(row.path)
@@ -135,15 +156,22 @@ def progress_report(exercises=None, course_root=None) -> tuple[list, list]:
         return rows, notes
     for row, full in zip(started, reports):
         row.score, row.max_score = full.score, full.max_score
-        row.status = FULL_MARKS if full.full_marks else VISIBLE_PASS if full.visible_pass else VISIBLE_FAIL
+        row.status = (
+            FULL_MARKS if full.full_marks else VISIBLE_PASS if full.visible_pass else VISIBLE_FAIL
+        )
     return rows, notes
 
 
 def progress_text(exercises=None, course_root=None, shown=None) -> str:
     rows, notes = progress_report(exercises, course_root)
     folder = shown if shown is not None else str(_exercises_folder(exercises))
-    width = max([len(r.assignment if r.notebook == r.assignment else f"{r.assignment}/{r.notebook}")
-                 for r in rows] + [10])
+    width = max(
+        [
+            len(r.assignment if r.notebook == r.assignment else f"{r.assignment}/{r.notebook}")
+            for r in rows
+        ]
+        + [10]
+    )
     lines = [f"Progress, from the saved notebooks in {folder}:", ""]
     lines += [r.line(width) for r in rows]
     lines.append("")
@@ -161,7 +189,11 @@ def progress(exercises=None, course=None) -> None:
         print("Progress skipped: nbgrader is running this notebook.")
         return
     try:
-        print(progress_text(exercises, course, shown=str(exercises) if exercises is not None else None))
+        print(
+            progress_text(
+                exercises, course, shown=str(exercises) if exercises is not None else None
+            )
+        )
     except SelfCheckError as exc:
         print(f"Cannot show the progress: {exc}")
 
@@ -174,13 +206,22 @@ def add_parser(subparsers):
         "progress",
         help="for every exercise: not started / visible tests fail / visible tests pass / full marks, and the score",
         description="Read the saved exercise notebooks and print, for every exercise of the course, whether it "
-                    "is not started, its visible tests fail or pass, or it has full marks with the hidden tests, "
-                    "and its score (the full check: graded in the sandbox with this copy's solutions/).",
+        "is not started, its visible tests fail or pass, or it has full marks with the hidden tests, "
+        "and its score (the full check: graded in the sandbox with this copy's solutions/).",
     )
-    parser.add_argument("exercises", nargs="?", type=Path, default=None,
-                        help="the folder of exercise notebooks (default: ./exercises, else this course's exercises/)")
-    parser.add_argument("--course", type=Path, default=None,
-                        help="the course folder whose solutions/ holds the tests (default: this copy of the course)")
+    parser.add_argument(
+        "exercises",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="the folder of exercise notebooks (default: ./exercises, else this course's exercises/)",
+    )
+    parser.add_argument(
+        "--course",
+        type=Path,
+        default=None,
+        help="the course folder whose solutions/ holds the tests (default: this copy of the course)",
+    )
     parser.set_defaults(func=_main)
 
 
@@ -188,8 +229,13 @@ def _main(args) -> int:
     from .learner.selfcheck import SelfCheckError
 
     try:
-        print(progress_text(args.exercises, args.course,
-                            shown=str(args.exercises) if args.exercises is not None else None))
+        print(
+            progress_text(
+                args.exercises,
+                args.course,
+                shown=str(args.exercises) if args.exercises is not None else None,
+            )
+        )
     except SelfCheckError as exc:
         print(f"autograder progress: {exc}", file=sys.stderr)
         return 2

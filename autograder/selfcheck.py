@@ -6,6 +6,7 @@ the grader: the reason this module sits above both).
 Every graded notebook imports this module (every zygote and judge preloads it): the full check
 is imported only when asked for.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,10 +51,14 @@ def check(notebook=None, timeout: int = DEFAULT_TIMEOUT, hidden: bool = False, c
         return
     path = Path(notebook) if notebook else _find_own_notebook()
     if path is None:
-        print("Cannot tell which notebook this is. Pass its file name, for example:\n"
-              '    check("01_relu_inplace.ipynb")')
+        print(
+            "Cannot tell which notebook this is. Pass its file name, for example:\n"
+            '    check("01_relu_inplace.ipynb")'
+        )
         return
-    print(f"Checking the saved file {path.name} (save first with Ctrl+S: unsaved edits are not checked).")
+    print(
+        f"Checking the saved file {path.name} (save first with Ctrl+S: unsaved edits are not checked)."
+    )
     try:
         nb = read_notebook(path)
     except SelfCheckError as exc:
@@ -61,8 +66,10 @@ def check(notebook=None, timeout: int = DEFAULT_TIMEOUT, hidden: bool = False, c
         return
     unsaved = _unsaved_cells(nb)
     if unsaved:
-        print(f"Warning: the saved {', '.join(unsaved)} differs from the version you last ran. The check "
-              "uses the saved file: save (Ctrl+S) and run this cell again.")
+        print(
+            f"Warning: the saved {', '.join(unsaved)} differs from the version you last ran. The check "
+            "uses the saved file: save (Ctrl+S) and run this cell again."
+        )
     print()
     if hidden:
         from autograder.fullcheck import grade_notebook
@@ -83,19 +90,35 @@ def add_parser(subparsers):
         "check",
         help="run the visible tests of an exercise notebook (as saved) and say what to fix",
         description="Run the visible tests of a saved exercise notebook in a fresh kernel and print, per "
-                    "graded function, PASS or what was expected, what was found and the likely cause. "
-                    "Hidden tests run only when the notebook is graded (or with --hidden, for self-study). Exit status 0: every function "
-                    "passes its visible tests; 1: some do not; 2: the notebook cannot be checked.",
+        "graded function, PASS or what was expected, what was found and the likely cause. "
+        "Hidden tests run only when the notebook is graded (or with --hidden, for self-study). Exit status 0: every function "
+        "passes its visible tests; 1: some do not; 2: the notebook cannot be checked.",
     )
-    parser.add_argument("notebook", type=Path, help="the exercise notebook, e.g. exercises/01_relu_inplace/01_relu_inplace.ipynb")
-    parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell (default %(default)s)")
-    parser.add_argument("--hidden", action="store_true",
-                        help="the full check, for self-study: grade the notebook with the hidden tests too, in the "
-                             "sandbox of `autograder grade`, and print every test's verdict and the score (exit "
-                             "status 0 only on full marks); needs this copy's solutions/ and bubblewrap")
-    parser.add_argument("--course", type=Path, default=None,
-                        help="with --hidden: the course folder whose solutions/ holds the tests (default: this "
-                             "copy of the course)")
+    parser.add_argument(
+        "notebook",
+        type=Path,
+        help="the exercise notebook, e.g. exercises/01_relu_inplace/01_relu_inplace.ipynb",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        default=DEFAULT_TIMEOUT,
+        help="seconds allowed per cell (default %(default)s)",
+    )
+    parser.add_argument(
+        "--hidden",
+        action="store_true",
+        help="the full check, for self-study: grade the notebook with the hidden tests too, in the "
+        "sandbox of `autograder grade`, and print every test's verdict and the score (exit "
+        "status 0 only on full marks); needs this copy's solutions/ and bubblewrap",
+    )
+    parser.add_argument(
+        "--course",
+        type=Path,
+        default=None,
+        help="with --hidden: the course folder whose solutions/ holds the tests (default: this "
+        "copy of the course)",
+    )
     parser.set_defaults(func=_main)
 
 

@@ -4,6 +4,7 @@
 and solutions/. Fixture notebooks under tests/fixtures are inputs for the grading tests,
 not notebooks to validate.
 """
+
 import fcntl
 import os
 import pickle
@@ -57,11 +58,17 @@ class StockGrades(Mapping):
         from autograder.course import stock_autograde
 
         def run(assignment, wait):
-            return shared_result(self._factory, f"stock-nbgrader-{assignment}",
-                                 lambda folder: stock_autograde(folder, [assignment])[assignment], wait=wait)
+            return shared_result(
+                self._factory,
+                f"stock-nbgrader-{assignment}",
+                lambda folder: stock_autograde(folder, [assignment])[assignment],
+                wait=wait,
+            )
 
         with ThreadPoolExecutor(max_workers=2) as pool:  # the runs nobody has started
-            started = dict(zip(self._names, pool.map(lambda a: run(a, False), self._names), strict=True))
+            started = dict(
+                zip(self._names, pool.map(lambda a: run(a, False), self._names), strict=True)
+            )
         for a in self._names:  # then wait for the others' runs
             self._grades[a] = run(a, True) if started[a] is NOT_READY else started[a]
 
@@ -108,9 +115,11 @@ def require_command(command: str, what: str):
     if shutil.which(command) is None:
         from autograder.fullcheck import install_command
 
-        pytest.fail(f"{command} is not installed: {what} needs it (system-packages.txt). `make test` installs it "
-                    f"when it can (root or passwordless sudo); otherwise run:\n    {install_command(command)}",
-                    pytrace=False)
+        pytest.fail(
+            f"{command} is not installed: {what} needs it (system-packages.txt). `make test` installs it "
+            f"when it can (root or passwordless sudo); otherwise run:\n    {install_command(command)}",
+            pytrace=False,
+        )
 
 
 def pytest_collection_modifyitems(config, items):

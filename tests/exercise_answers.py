@@ -3,6 +3,7 @@
 Shared by the self-check, submission and browser tests. The answers come from the single
 source, ``solutions/``: a solution cell without its ``### BEGIN/END SOLUTION`` marker lines.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,9 +21,13 @@ def reference_answers(assignment: str, notebook: str) -> dict:
     """``{grade_id: source}`` of every answer cell, as the instructor's solution writes it."""
     nb = nbformat.read(SOLUTIONS / assignment / f"{notebook}.ipynb", as_version=4)
     return {
-        _grade_id(c): "\n".join(line for line in c.source.splitlines()
-                                if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
-        for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")
+        _grade_id(c): "\n".join(
+            line
+            for line in c.source.splitlines()
+            if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
+        )
+        for c in nb.cells
+        if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")
     }
 
 

@@ -28,6 +28,7 @@ wrong twin (the same answers without the attack).
 
 tests/test_fuzz.py runs a small fixed budget of this in the normal suite; ``make fuzz`` the long run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,15 +54,24 @@ STUDENTS = ("right", "wrong", "partly", "crash")
 # --------------------------------------------------------------------------- nbgrader cells
 # the same cell shapes as tests/fixtures/courses/make_*.py (schema 3 nbgrader metadata)
 
+
 def meta(gid, *, grade=False, solution=False, locked=False, points=None):
-    m = {"grade": grade, "solution": solution, "locked": locked, "grade_id": gid, "schema_version": 3}
+    m = {
+        "grade": grade,
+        "solution": solution,
+        "locked": locked,
+        "grade_id": gid,
+        "schema_version": 3,
+    }
     if points is not None:
         m["points"] = points
     return {"nbgrader": m}
 
 
 def answer_cell(gid, code):
-    return new_code_cell(f"### BEGIN SOLUTION\n{code}\n### END SOLUTION", metadata=meta(gid, solution=True))
+    return new_code_cell(
+        f"### BEGIN SOLUTION\n{code}\n### END SOLUTION", metadata=meta(gid, solution=True)
+    )
 
 
 def test_cell(gid, code, points=1):
@@ -73,23 +83,27 @@ HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.S)
 
 # --------------------------------------------------------------------------- the grammar
 
+
 @dataclass
 class Answer:
     gid: str
     right: str
     wrong: str
-    alt: str | None = None      # another right answer (the `partly` / `crash` students may use it)
-    loops: bool = False         # the crash student's version loops forever (costs TIMEOUT in each grader)
-    student_right: str | None = None  # what the `right` student writes, when not the instructor's answer
-    steady: bool = False        # the crash student gets this one right (what follows a looping cell)
+    alt: str | None = None  # another right answer (the `partly` / `crash` students may use it)
+    loops: bool = False  # the crash student's version loops forever (costs TIMEOUT in each grader)
+    student_right: str | None = (
+        None  # what the `right` student writes, when not the instructor's answer
+    )
+    steady: bool = False  # the crash student gets this one right (what follows a looping cell)
 
 
 @dataclass
 class Unit:
     """One idiom's cells: answers and tests, in notebook order (a str is a plain code cell)."""
+
     idiom: str
-    cells: list = field(default_factory=list)   # Answer | ("test", gid, code, points) | str
-    side: str = ""   # sided idioms: "solution" (in the instructor's answer) or "student" (only in a student's)
+    cells: list = field(default_factory=list)  # Answer | ("test", gid, code, points) | str
+    side: str = ""  # sided idioms: "solution" (in the instructor's answer) or "student" (only in a student's)
 
     def tests(self):
         return [c[1] for c in self.cells if isinstance(c, tuple)]
@@ -105,25 +119,40 @@ def global_state(rng, uid):
     right = f"{log} = []\n{tot} = 0\n\n\ndef {fn}(x):\n    global {tot}\n    {log}.append(x)\n    {tot} += x\n    return {tot}"
     wrong = f"{log} = []\n{tot} = 0\n\n\ndef {fn}(x):\n    {log}.append(x)\n    return x"
     alt = f"{log} = list()\n{tot} = 0\n\n\ndef {fn}(x):\n    globals()['{tot}'] = {tot} + x\n    {log}.extend([x])\n    return {tot}"
-    return Unit("global_state", [Answer(f"{uid}_ans", right, wrong, alt),
-                                 ("test", f"{uid}_t1", f"{fn}({a})\n{fn}({b})\nassert {tot} == {a + b}, {tot}", 1),
-                                 ("test", f"{uid}_t2", f"assert {log}[-2:] == [{a}, {b}], {log}", 1)])
+    return Unit(
+        "global_state",
+        [
+            Answer(f"{uid}_ans", right, wrong, alt),
+            ("test", f"{uid}_t1", f"{fn}({a})\n{fn}({b})\nassert {tot} == {a + b}, {tot}", 1),
+            ("test", f"{uid}_t2", f"assert {log}[-2:] == [{a}, {b}], {log}", 1),
+        ],
+    )
 
 
 def class_(rng, uid):
     cls = rng.choice(["Stack", "Tally", "Wallet"]) + str(rng.randrange(10, 99))
     n = rng.randrange(2, 6)
-    right = (f"class {cls}:\n    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n"
-             f"        self.items.append(x)\n\n    def pop(self):\n        return self.items.pop()\n\n"
-             f"    def __len__(self):\n        return len(self.items)\n\n    def __repr__(self):\n"
-             f"        return f'{cls}({{self.items}})'")
+    right = (
+        f"class {cls}:\n    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n"
+        f"        self.items.append(x)\n\n    def pop(self):\n        return self.items.pop()\n\n"
+        f"    def __len__(self):\n        return len(self.items)\n\n    def __repr__(self):\n"
+        f"        return f'{cls}({{self.items}})'"
+    )
     wrong = right.replace("return self.items.pop()", "return self.items.pop(0)")
     alt = right.replace("self.items.append(x)", "self.items = self.items + [x]")
-    test1 = (f"s = {cls}()\nfor i in range({n}):\n    s.push(i)\nassert len(s) == {n}\nassert s.pop() == {n - 1}\n"
-             f"assert isinstance(s, {cls})")
+    test1 = (
+        f"s = {cls}()\nfor i in range({n}):\n    s.push(i)\nassert len(s) == {n}\nassert s.pop() == {n - 1}\n"
+        f"assert isinstance(s, {cls})"
+    )
     test2 = f"s2 = {cls}()\ns2.push('a')\nassert repr(s2) == \"{cls}(['a'])\", repr(s2)"
-    return Unit("class", [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test1, 2),
-                          ("test", f"{uid}_t2", test2, 1)])
+    return Unit(
+        "class",
+        [
+            Answer(f"{uid}_ans", right, wrong, alt),
+            ("test", f"{uid}_t1", test1, 2),
+            ("test", f"{uid}_t2", test2, 1),
+        ],
+    )
 
 
 def closure(rng, uid):
@@ -133,7 +162,9 @@ def closure(rng, uid):
     wrong = f"def {fn}(k):\n    return lambda x: k + x"
     alt = f"def {fn}(k):\n    return lambda x: x * k"
     test = f"f = {fn}({k})\nassert f({x}) == {k * x}\ng = {fn}(1)\nassert g({x}) == {x} and f(1) == {k}"
-    return Unit("closure", [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test, 1)])
+    return Unit(
+        "closure", [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test, 1)]
+    )
 
 
 def generator(rng, uid):
@@ -142,9 +173,13 @@ def generator(rng, uid):
     right = f"def {fn}():\n    i = 0\n    while True:\n        yield i\n        i += 2"
     wrong = f"def {fn}():\n    i = 1\n    while True:\n        yield i\n        i += 2"
     alt = f"import itertools\n\n\ndef {fn}():\n    return (2 * i for i in itertools.count())"
-    test = (f"import itertools\ng = {fn}()\nassert list(itertools.islice(g, {n})) == {[2 * i for i in range(n)]}\n"
-            f"assert next(g) == {2 * n}")
-    return Unit("generator", [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test, 1)])
+    test = (
+        f"import itertools\ng = {fn}()\nassert list(itertools.islice(g, {n})) == {[2 * i for i in range(n)]}\n"
+        f"assert next(g) == {2 * n}"
+    )
+    return Unit(
+        "generator", [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test, 1)]
+    )
 
 
 def generator_arg(rng, uid):
@@ -153,7 +188,9 @@ def generator_arg(rng, uid):
     right = f"def {fn}(it):\n    return sum(x * x for x in it)"
     wrong = f"def {fn}(it):\n    return sum(it)"
     test = f"assert {fn}(x for x in range({n})) == {sum(x * x for x in range(n))}"
-    return Unit("generator_arg", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
+    return Unit(
+        "generator_arg", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)]
+    )
 
 
 def _sided(rng, side, idiom_version, plain_version):
@@ -167,12 +204,23 @@ def _sided(rng, side, idiom_version, plain_version):
 def star_import(rng, uid, side=None):
     mod = rng.choice(["math", "numpy"])
     fn = _name(rng, "hyp")
-    right, student = _sided(rng, side, f"from {mod} import *\n\n\ndef {fn}(a, b):\n    return sqrt(a * a + b * b)",
-                            f"import math\n\n\ndef {fn}(a, b):\n    return math.sqrt(a * a + b * b)")
+    right, student = _sided(
+        rng,
+        side,
+        f"from {mod} import *\n\n\ndef {fn}(a, b):\n    return sqrt(a * a + b * b)",
+        f"import math\n\n\ndef {fn}(a, b):\n    return math.sqrt(a * a + b * b)",
+    )
     wrong = f"from {mod} import *\n\n\ndef {fn}(a, b):\n    return sqrt(a + b)"
-    test = f"import math\nassert math.isclose({fn}(3, 4), 5.0)\nassert math.isclose({fn}(5, 12), 13.0)"
-    return Unit("star_import", [Answer(f"{uid}_ans", right, wrong, student, student_right=student),
-                                ("test", f"{uid}_t1", test, 1)])
+    test = (
+        f"import math\nassert math.isclose({fn}(3, 4), 5.0)\nassert math.isclose({fn}(5, 12), 13.0)"
+    )
+    return Unit(
+        "star_import",
+        [
+            Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+            ("test", f"{uid}_t1", test, 1),
+        ],
+    )
 
 
 def pool_earlier(rng, uid, side=None, idiom="pool_earlier"):
@@ -180,17 +228,28 @@ def pool_earlier(rng, uid, side=None, idiom="pool_earlier"):
     (threadpool_earlier) made in an earlier cell and used by the graded function."""
     pool = _name(rng, "pool")
     fn = _name(rng, "par_squares")
-    make = (f"from concurrent.futures import ThreadPoolExecutor\n{pool} = ThreadPoolExecutor(max_workers=2)"
-            if idiom == "pool_earlier" else f"from multiprocessing.pool import ThreadPool\n{pool} = ThreadPool(2)")
+    make = (
+        f"from concurrent.futures import ThreadPoolExecutor\n{pool} = ThreadPoolExecutor(max_workers=2)"
+        if idiom == "pool_earlier"
+        else f"from multiprocessing.pool import ThreadPool\n{pool} = ThreadPool(2)"
+    )
     xs = [rng.randrange(1, 20) for _ in range(4)]
     setup, student_setup = _sided(rng, side, make, f"{pool} = None  # not needed")
-    right, student = _sided(rng, "solution" if setup == make else "student",
-                            f"def {fn}(xs):\n    return list({pool}.map(lambda v: v * v, xs))",
-                            f"def {fn}(xs):\n    return [v * v for v in xs]")
+    right, student = _sided(
+        rng,
+        "solution" if setup == make else "student",
+        f"def {fn}(xs):\n    return list({pool}.map(lambda v: v * v, xs))",
+        f"def {fn}(xs):\n    return [v * v for v in xs]",
+    )
     wrong = f"def {fn}(xs):\n    return [v + v for v in xs]"
-    return Unit(idiom, [Answer(f"{uid}_pool", setup, setup, student_setup, student_right=student_setup),
-                                 Answer(f"{uid}_ans", right, wrong, student, student_right=student),
-                                 ("test", f"{uid}_t1", f"assert {fn}({xs}) == {[x * x for x in xs]}", 1)])
+    return Unit(
+        idiom,
+        [
+            Answer(f"{uid}_pool", setup, setup, student_setup, student_right=student_setup),
+            Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+            ("test", f"{uid}_t1", f"assert {fn}({xs}) == {[x * x for x in xs]}", 1),
+        ],
+    )
 
 
 def threadpool_earlier(rng, uid, side=None):
@@ -200,26 +259,48 @@ def threadpool_earlier(rng, uid, side=None):
 def thread_earlier(rng, uid, side=None):
     res, th, fn = _name(rng, "results"), _name(rng, "worker"), _name(rng, "get_result")
     n = rng.randrange(10, 1000)
-    make = (f"import threading\n{res} = {{}}\n\n\ndef _work():\n    {res}['v'] = sum(range({n}))\n\n\n"
-            f"{th} = threading.Thread(target=_work)\n{th}.start()")
+    make = (
+        f"import threading\n{res} = {{}}\n\n\ndef _work():\n    {res}['v'] = sum(range({n}))\n\n\n"
+        f"{th} = threading.Thread(target=_work)\n{th}.start()"
+    )
     setup, student_setup = _sided(rng, side, make, f"{res} = {{'v': sum(range({n}))}}")
-    right = f"def {fn}():\n    {th}.join()\n    return {res}['v']" if setup == make else f"def {fn}():\n    return {res}['v']"
-    student = f"def {fn}():\n    {th}.join()\n    return {res}['v']" if student_setup == make else right
+    right = (
+        f"def {fn}():\n    {th}.join()\n    return {res}['v']"
+        if setup == make
+        else f"def {fn}():\n    return {res}['v']"
+    )
+    student = (
+        f"def {fn}():\n    {th}.join()\n    return {res}['v']" if student_setup == make else right
+    )
     wrong = f"def {fn}():\n    return {res}['v'] + 1"
-    return Unit("thread_earlier", [Answer(f"{uid}_thread", setup, setup, student_setup, student_right=student_setup),
-                                   Answer(f"{uid}_ans", right, wrong, student, student_right=student),
-                                   ("test", f"{uid}_t1", f"assert {fn}() == {sum(range(n))}", 1)])
+    return Unit(
+        "thread_earlier",
+        [
+            Answer(f"{uid}_thread", setup, setup, student_setup, student_right=student_setup),
+            Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+            ("test", f"{uid}_t1", f"assert {fn}() == {sum(range(n))}", 1),
+        ],
+    )
 
 
 def _globals_unit(idiom, count, rng, uid, side="solution"):
     fn = _name(rng, "lookup")
     lines = "\n".join(f"g{uid}_{i} = {i}" for i in range(count))
-    right, student = _sided(rng, side, f"{lines}\n\n\ndef {fn}(i):\n    return globals()[f'g{uid}_{{i}}']",
-                            f"def {fn}(i):\n    return i")
+    right, student = _sided(
+        rng,
+        side,
+        f"{lines}\n\n\ndef {fn}(i):\n    return globals()[f'g{uid}_{{i}}']",
+        f"def {fn}(i):\n    return i",
+    )
     wrong = f"def {fn}(i):\n    return -1"
     i = rng.randrange(count)
-    return Unit(idiom, [Answer(f"{uid}_ans", right, wrong, student, student_right=student),
-                        ("test", f"{uid}_t1", f"assert {fn}({i}) == {i}", 1)])
+    return Unit(
+        idiom,
+        [
+            Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+            ("test", f"{uid}_t1", f"assert {fn}({i}) == {i}", 1),
+        ],
+    )
 
 
 def some_globals(rng, uid):
@@ -233,50 +314,93 @@ def many_globals(rng, uid, side=None):
 def shadow_builtin(rng, uid):
     name = rng.choice(["max", "sum", "round", "abs", "len", "list"])
     fn = _name(rng, "spread")
-    helpers = {"max": "def max(a, b):\n    return a if a > b else b",
-               "sum": "def sum(xs):\n    t = 0\n    for x in xs:\n        t = t + x\n    return t",
-               "round": "def round(x):\n    return int(x + 0.5)",
-               "abs": "def abs(x):\n    return x if x >= 0 else -x",
-               "len": "def len(xs):\n    n = 0\n    for _ in xs:\n        n += 1\n    return n",
-               "list": "def list(xs):\n    return [x for x in xs]"}
-    uses = {"max": "max(xs[0], xs[-1]) - min(xs)", "sum": "sum(xs) - min(xs) * 0", "round": "round(max(xs) - min(xs))",
-            "abs": "abs(min(xs) - max(xs))", "len": "max(xs) - min(xs) + len(xs) * 0",
-            "list": "max(list(xs)) - min(xs)"}
+    helpers = {
+        "max": "def max(a, b):\n    return a if a > b else b",
+        "sum": "def sum(xs):\n    t = 0\n    for x in xs:\n        t = t + x\n    return t",
+        "round": "def round(x):\n    return int(x + 0.5)",
+        "abs": "def abs(x):\n    return x if x >= 0 else -x",
+        "len": "def len(xs):\n    n = 0\n    for _ in xs:\n        n += 1\n    return n",
+        "list": "def list(xs):\n    return [x for x in xs]",
+    }
+    uses = {
+        "max": "max(xs[0], xs[-1]) - min(xs)",
+        "sum": "sum(xs) - min(xs) * 0",
+        "round": "round(max(xs) - min(xs))",
+        "abs": "abs(min(xs) - max(xs))",
+        "len": "max(xs) - min(xs) + len(xs) * 0",
+        "list": "max(list(xs)) - min(xs)",
+    }
     xs = sorted(rng.sample(range(-20, 40), 5))
-    want = {"sum": sum(xs) - min(xs) * 0, "max": max(xs[0], xs[-1]) - min(xs)}.get(name, max(xs) - min(xs))
+    want = {"sum": sum(xs) - min(xs) * 0, "max": max(xs[0], xs[-1]) - min(xs)}.get(
+        name, max(xs) - min(xs)
+    )
     right = f"{helpers[name]}\n\n\ndef {fn}(xs):\n    return {uses[name]}"
     wrong = f"{helpers[name]}\n\n\ndef {fn}(xs):\n    return 0"
-    return Unit("shadow_builtin", [Answer(f"{uid}_ans", right, wrong),
-                                   ("test", f"{uid}_t1", f"assert {fn}({xs}) == {want}", 1)])
+    return Unit(
+        "shadow_builtin",
+        [
+            Answer(f"{uid}_ans", right, wrong),
+            ("test", f"{uid}_t1", f"assert {fn}({xs}) == {want}", 1),
+        ],
+    )
 
 
-NP_DTYPES = ["float64", "float32", "float16", "int64", "int32", "int8", "uint8", "bool_", "complex128"]
+NP_DTYPES = [
+    "float64",
+    "float32",
+    "float16",
+    "int64",
+    "int32",
+    "int8",
+    "uint8",
+    "bool_",
+    "complex128",
+]
 
 
 def numpy_small(rng, uid):
     dtype = rng.choice(NP_DTYPES)
     n = rng.choice([1, 3, 17, 1000, 100_000])
     fn, glob = _name(rng, "make_arr"), _name(rng, "table")
-    right = (f"import numpy as np\n{glob} = np.arange({n}).astype(np.{dtype})\n\n\n"
-             f"def {fn}(n):\n    return (np.arange(n) % 2).astype(np.{dtype})")
+    right = (
+        f"import numpy as np\n{glob} = np.arange({n}).astype(np.{dtype})\n\n\n"
+        f"def {fn}(n):\n    return (np.arange(n) % 2).astype(np.{dtype})"
+    )
     wrong = right.replace(f"(np.arange(n) % 2).astype(np.{dtype})", "np.arange(n) % 2 + 1")
     alt = right.replace("(np.arange(n) % 2)", "np.array([i % 2 for i in range(n)])")
-    test1 = (f"import numpy as np\na = {fn}({n})\nassert a.dtype == np.{dtype}, a.dtype\nassert a.shape == ({n},)\n"
-             f"np.testing.assert_array_equal(a, (np.arange({n}) % 2).astype(np.{dtype}))")
+    test1 = (
+        f"import numpy as np\na = {fn}({n})\nassert a.dtype == np.{dtype}, a.dtype\nassert a.shape == ({n},)\n"
+        f"np.testing.assert_array_equal(a, (np.arange({n}) % 2).astype(np.{dtype}))"
+    )
     test2 = f"assert {glob}.dtype == np.{dtype} and {glob}.shape == ({n},)\nassert {glob}[-1] == np.{dtype}({n - 1})"
-    return Unit("numpy_small", [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test1, 2),
-                                ("test", f"{uid}_t2", test2, 1)])
+    return Unit(
+        "numpy_small",
+        [
+            Answer(f"{uid}_ans", right, wrong, alt),
+            ("test", f"{uid}_t1", test1, 2),
+            ("test", f"{uid}_t2", test2, 1),
+        ],
+    )
 
 
 def numpy_large(rng, uid, side=None):
     n = rng.choice([3000, 3200])
     fn = _name(rng, "big_eye")
-    right, student = _sided(rng, side, f"import numpy as np\n\n\ndef {fn}(n):\n    return np.eye(n)",
-                            f"import numpy as np\n\n\ndef {fn}(n):\n    return np.eye(n, dtype=np.uint8)")
+    right, student = _sided(
+        rng,
+        side,
+        f"import numpy as np\n\n\ndef {fn}(n):\n    return np.eye(n)",
+        f"import numpy as np\n\n\ndef {fn}(n):\n    return np.eye(n, dtype=np.uint8)",
+    )
     wrong = f"import numpy as np\n\n\ndef {fn}(n):\n    return np.ones((n, n))"
     test = f"import numpy as np\nm = {fn}({n})\nassert m.shape == ({n}, {n})\nassert m.trace() == {n} and m.sum() == {n}"
-    return Unit("numpy_large", [Answer(f"{uid}_ans", right, wrong, student, student_right=student),
-                                ("test", f"{uid}_t1", test, 1)])
+    return Unit(
+        "numpy_large",
+        [
+            Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+            ("test", f"{uid}_t1", test, 1),
+        ],
+    )
 
 
 TORCH_DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"]
@@ -288,30 +412,47 @@ def torch_small(rng, uid):
     fn = _name(rng, "make_t")
     right = f"import torch\n\n\ndef {fn}(n):\n    return (torch.arange(n) % 3).to(torch.{dtype})"
     wrong = f"import torch\n\n\ndef {fn}(n):\n    return torch.arange(n) % 3 + 1"
-    test = (f"import torch\nt = {fn}({n})\nassert t.dtype == torch.{dtype}, t.dtype\nassert t.shape == ({n},)\n"
-            f"assert torch.equal(t, (torch.arange({n}) % 3).to(torch.{dtype}))")
+    test = (
+        f"import torch\nt = {fn}({n})\nassert t.dtype == torch.{dtype}, t.dtype\nassert t.shape == ({n},)\n"
+        f"assert torch.equal(t, (torch.arange({n}) % 3).to(torch.{dtype}))"
+    )
     return Unit("torch_small", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
 
 
 def torch_large(rng, uid, side=None):
     n = rng.choice([3000, 3100])
     fn = _name(rng, "big_t")
-    right, student = _sided(rng, side, f"import torch\n\n\ndef {fn}(n):\n    return torch.ones(n, n, dtype=torch.float64)",
-                            f"import torch\n\n\ndef {fn}(n):\n    return torch.ones(n, n, dtype=torch.uint8)")
+    right, student = _sided(
+        rng,
+        side,
+        f"import torch\n\n\ndef {fn}(n):\n    return torch.ones(n, n, dtype=torch.float64)",
+        f"import torch\n\n\ndef {fn}(n):\n    return torch.ones(n, n, dtype=torch.uint8)",
+    )
     wrong = f"import torch\n\n\ndef {fn}(n):\n    return torch.zeros(n, n)"
     test = f"import torch\nt = {fn}({n})\nassert t.shape == ({n}, {n})\nassert t.sum().item() == {n * n}"
-    return Unit("torch_large", [Answer(f"{uid}_ans", right, wrong, student, student_right=student),
-                                ("test", f"{uid}_t1", test, 1)])
+    return Unit(
+        "torch_large",
+        [
+            Answer(f"{uid}_ans", right, wrong, student, student_right=student),
+            ("test", f"{uid}_t1", test, 1),
+        ],
+    )
 
 
 def test_defined_name(rng, uid):
     base, fn = _name(rng, "BASE"), _name(rng, "shift")
     v, x = rng.randrange(2, 30), rng.randrange(2, 30)
-    return Unit("test_defined_name", [
-        Answer(f"{uid}_a0", f"{fn}_ready = True", f"{fn}_ready = True"),
-        ("test", f"{uid}_t0", f"{base} = {v}\nassert {fn}_ready", 1),
-        Answer(f"{uid}_ans", f"def {fn}(x):\n    return {base} + x", f"def {fn}(x):\n    return x"),
-        ("test", f"{uid}_t1", f"assert {fn}({x}) == {v + x}\nassert {base} == {v}", 1)])
+    return Unit(
+        "test_defined_name",
+        [
+            Answer(f"{uid}_a0", f"{fn}_ready = True", f"{fn}_ready = True"),
+            ("test", f"{uid}_t0", f"{base} = {v}\nassert {fn}_ready", 1),
+            Answer(
+                f"{uid}_ans", f"def {fn}(x):\n    return {base} + x", f"def {fn}(x):\n    return x"
+            ),
+            ("test", f"{uid}_t1", f"assert {fn}({x}) == {v + x}\nassert {base} == {v}", 1),
+        ],
+    )
 
 
 def test_iterates_list(rng, uid):
@@ -320,9 +461,13 @@ def test_iterates_list(rng, uid):
     cases = [(x, max(lo, min(hi, x))) for x in rng.sample(range(-10, 10), 5)]
     right = f"def {fn}(x):\n    return max({lo}, min({hi}, x))"
     wrong = f"def {fn}(x):\n    return min({hi}, x)"
-    test = (f"cases = {cases}\nresults = []\nfor x, want in cases:\n    results.append({fn}(x))\n"
-            f"    assert results[-1] == want, (x, results[-1])\nassert len(results) == {len(cases)}")
-    return Unit("test_iterates_list", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
+    test = (
+        f"cases = {cases}\nresults = []\nfor x, want in cases:\n    results.append({fn}(x))\n"
+        f"    assert results[-1] == want, (x, results[-1])\nassert len(results) == {len(cases)}"
+    )
+    return Unit(
+        "test_iterates_list", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)]
+    )
 
 
 def test_rebinds_config(rng, uid):
@@ -330,9 +475,14 @@ def test_rebinds_config(rng, uid):
     r1, r2 = rng.randrange(1, 9), rng.randrange(10, 20)
     right = f"{rate} = {r1}\n\n\ndef {fn}(x):\n    return x * {rate}"
     wrong = f"{rate} = {r1}\n\n\ndef {fn}(x):\n    return x * {r1}"
-    return Unit("test_rebinds_config", [Answer(f"{uid}_ans", right, wrong),
-                                        ("test", f"{uid}_t1", f"assert {fn}(10) == {10 * r1}", 1),
-                                        ("test", f"{uid}_t2", f"{rate} = {r2}\nassert {fn}(10) == {10 * r2}", 1)])
+    return Unit(
+        "test_rebinds_config",
+        [
+            Answer(f"{uid}_ans", right, wrong),
+            ("test", f"{uid}_t1", f"assert {fn}(10) == {10 * r1}", 1),
+            ("test", f"{uid}_t2", f"{rate} = {r2}\nassert {fn}(10) == {10 * r2}", 1),
+        ],
+    )
 
 
 def test_forbids_helper(rng, uid):
@@ -342,7 +492,13 @@ def test_forbids_helper(rng, uid):
     wrong = f"def {fn}(xs):\n    return sum(xs) / (len(xs) + 1)"
     alt = f"from statistics import fmean\n\n\ndef {fn}(xs):\n    return fmean(xs)"  # uses what the test forbids
     test = f"fmean = None  # written by hand, not with statistics.fmean\nassert {fn}({xs}) == {sum(xs) / len(xs)}"
-    return Unit("test_forbids_helper", [Answer(f"{uid}_ans", right, wrong, alt, student_right=alt), ("test", f"{uid}_t1", test, 1)])
+    return Unit(
+        "test_forbids_helper",
+        [
+            Answer(f"{uid}_ans", right, wrong, alt, student_right=alt),
+            ("test", f"{uid}_t1", test, 1),
+        ],
+    )
 
 
 def while_loop(rng, uid):
@@ -355,20 +511,30 @@ def while_loop(rng, uid):
             k = k // 2 if k % 2 == 0 else 3 * k + 1
             s += 1
         return s
-    right = (f"def {fn}(n):\n    steps = 0\n    while True:\n        if n == 1:\n            return steps\n"
-             f"        n = n // 2 if n % 2 == 0 else 3 * n + 1\n        steps += 1\n\n\n"
-             f"probe = 0\nwhile True:\n    probe += 1\n    if probe > 100:\n        break")
+
+    right = (
+        f"def {fn}(n):\n    steps = 0\n    while True:\n        if n == 1:\n            return steps\n"
+        f"        n = n // 2 if n % 2 == 0 else 3 * n + 1\n        steps += 1\n\n\n"
+        f"probe = 0\nwhile True:\n    probe += 1\n    if probe > 100:\n        break"
+    )
     wrong = right.replace("steps += 1", "steps += 2")
-    return Unit("while_loop", [Answer(f"{uid}_ans", right, wrong, loops=True),
-                               ("test", f"{uid}_t1", f"assert {fn}({n}) == {steps(n)}\nassert probe == 101", 1)])
+    return Unit(
+        "while_loop",
+        [
+            Answer(f"{uid}_ans", right, wrong, loops=True),
+            ("test", f"{uid}_t1", f"assert {fn}({n}) == {steps(n)}\nassert probe == 101", 1),
+        ],
+    )
 
 
 def raises(rng, uid):
     fn = _name(rng, "safe_div")
-    right = (f"def {fn}(a, b):\n    if b == 0:\n        raise ZeroDivisionError('b is zero')\n    return a / b")
+    right = f"def {fn}(a, b):\n    if b == 0:\n        raise ZeroDivisionError('b is zero')\n    return a / b"
     wrong = f"def {fn}(a, b):\n    if b == 0:\n        return 0\n    return a / b"
-    test = (f"try:\n    {fn}(1, 0)\nexcept ZeroDivisionError:\n    pass\nelse:\n    raise AssertionError('no error')\n"
-            f"assert {fn}(6, 3) == 2")
+    test = (
+        f"try:\n    {fn}(1, 0)\nexcept ZeroDivisionError:\n    pass\nelse:\n    raise AssertionError('no error')\n"
+        f"assert {fn}(6, 3) == 2"
+    )
     return Unit("raises", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
 
 
@@ -377,12 +543,24 @@ def inkernel_loop_first(rng, uid):
     forever in the `crash` student's copy; the answers and tests after it are right."""
     fn, fn2 = _name(rng, "first"), _name(rng, "second")
     k = rng.randrange(2, 9)
-    return Unit("inkernel_loop_first", [
-        Answer(f"{uid}_ans", f"def {fn}():\n    return 1", f"def {fn}():\n    return 0", loops=True),
-        ("test", f"{uid}_t1", f"assert '{fn}' in globals()\nassert {fn}() == 1", 1),
-        Answer(f"{uid}_ans2", f"def {fn2}(x):\n    return x * {k}", f"def {fn2}(x):\n    return x", alt=f"def {fn2}(x):\n    return {k} * x", steady=True),
-        ("test", f"{uid}_t2", f"assert {fn2}(3) == {3 * k}", 1),
-        ("test", f"{uid}_t3", f"assert {fn2}(-1) == {-k}", 1)])
+    return Unit(
+        "inkernel_loop_first",
+        [
+            Answer(
+                f"{uid}_ans", f"def {fn}():\n    return 1", f"def {fn}():\n    return 0", loops=True
+            ),
+            ("test", f"{uid}_t1", f"assert '{fn}' in globals()\nassert {fn}() == 1", 1),
+            Answer(
+                f"{uid}_ans2",
+                f"def {fn2}(x):\n    return x * {k}",
+                f"def {fn2}(x):\n    return x",
+                alt=f"def {fn2}(x):\n    return {k} * x",
+                steady=True,
+            ),
+            ("test", f"{uid}_t2", f"assert {fn2}(3) == {3 * k}", 1),
+            ("test", f"{uid}_t3", f"assert {fn2}(-1) == {-k}", 1),
+        ],
+    )
 
 
 @dataclass(frozen=True)
@@ -393,29 +571,52 @@ class Idiom:
 
 
 IDIOMS = {
-    "global_state": Idiom(global_state), "class": Idiom(class_), "closure": Idiom(closure),
-    "generator": Idiom(generator), "generator_arg": Idiom(generator_arg, True),
-    "star_import": Idiom(star_import, True, True), "pool_earlier": Idiom(pool_earlier, True, True),
+    "global_state": Idiom(global_state),
+    "class": Idiom(class_),
+    "closure": Idiom(closure),
+    "generator": Idiom(generator),
+    "generator_arg": Idiom(generator_arg, True),
+    "star_import": Idiom(star_import, True, True),
+    "pool_earlier": Idiom(pool_earlier, True, True),
     "threadpool_earlier": Idiom(threadpool_earlier, True, True),
-    "thread_earlier": Idiom(thread_earlier, True, True), "some_globals": Idiom(some_globals),
-    "many_globals": Idiom(many_globals, True, True), "shadow_builtin": Idiom(shadow_builtin),
-    "numpy_small": Idiom(numpy_small), "numpy_large": Idiom(numpy_large, True, True),
-    "torch_small": Idiom(torch_small), "torch_large": Idiom(torch_large, True, True),
-    "test_defined_name": Idiom(test_defined_name, True), "test_iterates_list": Idiom(test_iterates_list),
-    "test_rebinds_config": Idiom(test_rebinds_config, True), "test_forbids_helper": Idiom(test_forbids_helper, True),
-    "while_loop": Idiom(while_loop), "raises": Idiom(raises),
+    "thread_earlier": Idiom(thread_earlier, True, True),
+    "some_globals": Idiom(some_globals),
+    "many_globals": Idiom(many_globals, True, True),
+    "shadow_builtin": Idiom(shadow_builtin),
+    "numpy_small": Idiom(numpy_small),
+    "numpy_large": Idiom(numpy_large, True, True),
+    "torch_small": Idiom(torch_small),
+    "torch_large": Idiom(torch_large, True, True),
+    "test_defined_name": Idiom(test_defined_name, True),
+    "test_iterates_list": Idiom(test_iterates_list),
+    "test_rebinds_config": Idiom(test_rebinds_config, True),
+    "test_forbids_helper": Idiom(test_forbids_helper, True),
+    "while_loop": Idiom(while_loop),
+    "raises": Idiom(raises),
     "inkernel_loop_first": Idiom(inkernel_loop_first, True),
 }
 
 # the classes issue 26 lists as graded wrong today (idiom -> item)
-KNOWN = {"star_import": 4, "pool_earlier": 5, "threadpool_earlier": 5, "thread_earlier": 5, "many_globals": 6, "numpy_large": 7,
-         "torch_large": 7, "generator_arg": 8, "test_forbids_helper": 9, "inkernel_loop_first": 10}
+KNOWN = {
+    "star_import": 4,
+    "pool_earlier": 5,
+    "threadpool_earlier": 5,
+    "thread_earlier": 5,
+    "many_globals": 6,
+    "numpy_large": 7,
+    "torch_large": 7,
+    "generator_arg": 8,
+    "test_forbids_helper": 9,
+    "inkernel_loop_first": 10,
+}
 
 
 # --------------------------------------------------------------------------- courses
 
-KERNELSPEC = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-              "language_info": {"name": "python"}}
+KERNELSPEC = {
+    "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+    "language_info": {"name": "python"},
+}
 CONFIG = f'''"""A generated course (tests/fuzz.py)."""
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "fuzz"
@@ -426,12 +627,13 @@ c.Execute.timeout = {TIMEOUT}
 @dataclass
 class Course:
     """One generated assignment: notebooks of units, and the students made from them."""
+
     name: str
     seed: int
-    notebooks: dict           # notebook -> [Unit]
+    notebooks: dict  # notebook -> [Unit]
     students: list
-    cell_idiom: dict = field(default_factory=dict)   # (notebook, grade_id) -> idiom
-    cell_side: dict = field(default_factory=dict)    # (notebook, grade_id) -> Unit.side
+    cell_idiom: dict = field(default_factory=dict)  # (notebook, grade_id) -> idiom
+    cell_side: dict = field(default_factory=dict)  # (notebook, grade_id) -> Unit.side
     cell_points: dict = field(default_factory=dict)  # (notebook, grade_id) -> points
 
 
@@ -440,12 +642,18 @@ def generate_course(name, seed, idioms=None, students=None, side=None):
     rng = random.Random(seed)
     if idioms is None:
         idioms = rng.sample(sorted(IDIOMS), rng.randint(3, 7))
-    units = [IDIOMS[i].make(rng, f"u{k}", side) if IDIOMS[i].sided else IDIOMS[i].make(rng, f"u{k}")
-             for k, i in enumerate(idioms)]
+    units = [
+        IDIOMS[i].make(rng, f"u{k}", side) if IDIOMS[i].sided else IDIOMS[i].make(rng, f"u{k}")
+        for k, i in enumerate(idioms)
+    ]
     for unit, idiom in zip(units, idioms, strict=True):
         if IDIOMS[idiom].sided:
             answers = [c for c in unit.cells if isinstance(c, Answer)]
-            unit.side = "solution" if all(a.student_right in (None, a.right) for a in answers) else "student"
+            unit.side = (
+                "solution"
+                if all(a.student_right in (None, a.right) for a in answers)
+                else "student"
+            )
     notebooks, shared = {}, []
     for unit in units:
         if IDIOMS[unit.idiom].alone:
@@ -453,7 +661,7 @@ def generate_course(name, seed, idioms=None, students=None, side=None):
         else:
             shared.append(unit)
     for k in range(0, len(shared), 3):
-        notebooks[f"nb{len(notebooks)}"] = shared[k:k + 3]
+        notebooks[f"nb{len(notebooks)}"] = shared[k : k + 3]
     if students is None:
         students = ["right", "wrong"] + sorted(rng.sample(["partly", "crash"], rng.randint(1, 2)))
         if "inkernel_loop_first" in idioms and "crash" not in students:
@@ -485,8 +693,15 @@ def fixed_budget(seed=26, n=4):
     for k in range(n):
         mine = idioms[k::n]
         third = "crash" if "inkernel_loop_first" in mine or k % 2 == 0 else "partly"
-        courses.append(generate_course(f"b{k}", seed * 1000 + k, idioms=mine, students=["right", "wrong", third],
-                                       side="student"))
+        courses.append(
+            generate_course(
+                f"b{k}",
+                seed * 1000 + k,
+                idioms=mine,
+                students=["right", "wrong", third],
+                side="student",
+            )
+        )
     return courses
 
 
@@ -519,8 +734,12 @@ def write_course(course, root):
         (root / "nbgrader_config.py").write_text(CONFIG)
     rng = random.Random(f"{course.seed}-students")
     for nb_name, units in course.notebooks.items():
-        cells = [new_markdown_cell(f"# {course.name}/{nb_name}: {', '.join(u.idiom for u in units)}",
-                                   metadata=meta(f"{nb_name}_intro", locked=True))]
+        cells = [
+            new_markdown_cell(
+                f"# {course.name}/{nb_name}: {', '.join(u.idiom for u in units)}",
+                metadata=meta(f"{nb_name}_intro", locked=True),
+            )
+        ]
         answers = {}
         for unit in units:
             for c in unit.cells:
@@ -560,26 +779,52 @@ def hostile_assignment(seed, name="hostile"):
     rng = random.Random(seed)
     k = rng.randrange(3, 9)
     units = {
-        "expected": ("def h_sq(x):\n    return x * x", f"def h_sq(x):\n    return x + {k}",
-                     f"expected_sq = {(k + 1) ** 2}\nassert h_sq({k + 1}) == expected_sq", "expected_sq", "x + " + str(k)),
-        "cases": ("def h_neg(x):\n    return -x", "def h_neg(x):\n    return x",
-                  f"cases_neg = [(0, 0), (1, -1), ({k}, -{k}), (-2, 2)]\nfor x, want in cases_neg:\n    assert h_neg(x) == want",
-                  "cases_neg", "x"),
-        "check": ("def h_half(x):\n    return x / 2", "def h_half(x):\n    return x * 2",
-                  f"def check_half(got, want):\n    assert got == want, (got, want)\n\n\ngot = h_half({2 * k})\ncheck_half(got, {k})",
-                  "check_half", "x * 2"),
-        "isclose": ("def h_third(x):\n    return x / 3", "def h_third(x):\n    return x / 4",
-                    f"import math\ngot = h_third({3 * k})\nassert math.isclose(got, {k})", "math.isclose", "x / 4"),
-        "all": ("def h_inc(xs):\n    return [x + 1 for x in xs]", "def h_inc(xs):\n    return list(xs)",
-                "outs = h_inc([1, 2, 3])\nassert all(o == w for o, w in zip(outs, [2, 3, 4]))", "all", "list(xs)"),
+        "expected": (
+            "def h_sq(x):\n    return x * x",
+            f"def h_sq(x):\n    return x + {k}",
+            f"expected_sq = {(k + 1) ** 2}\nassert h_sq({k + 1}) == expected_sq",
+            "expected_sq",
+            "x + " + str(k),
+        ),
+        "cases": (
+            "def h_neg(x):\n    return -x",
+            "def h_neg(x):\n    return x",
+            f"cases_neg = [(0, 0), (1, -1), ({k}, -{k}), (-2, 2)]\nfor x, want in cases_neg:\n    assert h_neg(x) == want",
+            "cases_neg",
+            "x",
+        ),
+        "check": (
+            "def h_half(x):\n    return x / 2",
+            "def h_half(x):\n    return x * 2",
+            f"def check_half(got, want):\n    assert got == want, (got, want)\n\n\ngot = h_half({2 * k})\ncheck_half(got, {k})",
+            "check_half",
+            "x * 2",
+        ),
+        "isclose": (
+            "def h_third(x):\n    return x / 3",
+            "def h_third(x):\n    return x / 4",
+            f"import math\ngot = h_third({3 * k})\nassert math.isclose(got, {k})",
+            "math.isclose",
+            "x / 4",
+        ),
+        "all": (
+            "def h_inc(xs):\n    return [x + 1 for x in xs]",
+            "def h_inc(xs):\n    return list(xs)",
+            "outs = h_inc([1, 2, 3])\nassert all(o == w for o, w in zip(outs, [2, 3, 4]))",
+            "all",
+            "list(xs)",
+        ),
     }
     return units
 
 
 # what each vector does to a test-owned name, inside the graded call and when the cell runs
 _FORGERY = {
-    "expected_sq": "RESULT", "cases_neg": "[]", "check_half": "(lambda *a, **k: None)",
-    "math.isclose": "(lambda *a, **k: True)", "all": "(lambda *a, **k: True)",
+    "expected_sq": "RESULT",
+    "cases_neg": "[]",
+    "check_half": "(lambda *a, **k: None)",
+    "math.isclose": "(lambda *a, **k: True)",
+    "all": "(lambda *a, **k: True)",
 }
 
 
@@ -597,16 +842,21 @@ def _attack(vector, target, value):
         if target == "cases_neg":
             return f"{d}[{target!r}].clear()"
         return f"{d}[{target!r}] = {value}"
+
     if vector == "globals":
         return op("globals()")
     if vector in ("sys_modules_main", "module_attr"):
         return "import sys as _s\n" + op("vars(_s.modules['__main__'])")
     if vector == "frames":
-        return (f"import sys as _s\n_f = _s._getframe(0)\nwhile _f is not None:\n    try:\n"
-                f"        {op('_f.f_globals')}\n    except Exception:\n        pass\n    _f = _f.f_back")
+        return (
+            f"import sys as _s\n_f = _s._getframe(0)\nwhile _f is not None:\n    try:\n"
+            f"        {op('_f.f_globals')}\n    except Exception:\n        pass\n    _f = _f.f_back"
+        )
     if vector == "gc_objects":
-        return (f"import gc as _g\nfor _o in _g.get_objects():\n"
-                f"    if isinstance(_o, dict) and {target!r} in _o:\n        {op('_o')}")
+        return (
+            f"import gc as _g\nfor _o in _g.get_objects():\n"
+            f"    if isinstance(_o, dict) and {target!r} in _o:\n        {op('_o')}"
+        )
     if vector == "builtins":
         return "import builtins as _b\n" + op("vars(_b)")
     raise ValueError(vector)
@@ -622,8 +872,10 @@ def hostile_source(unit, vector):
     arg = wrong.split("(")[1].split(")")[0]
     value = _FORGERY[target].replace("RESULT", "RESULT_")
     attack = _attack(vector, target, value)
-    return (f"def {name}({arg}):\n    RESULT_ = {expr}\n    try:\n{_indent(attack, 8)}\n    except Exception:\n"
-            f"        pass\n    return RESULT_\n\n\ntry:\n    RESULT_ = None\n{_indent(attack)}\nexcept Exception:\n    pass")
+    return (
+        f"def {name}({arg}):\n    RESULT_ = {expr}\n    try:\n{_indent(attack, 8)}\n    except Exception:\n"
+        f"        pass\n    return RESULT_\n\n\ntry:\n    RESULT_ = None\n{_indent(attack)}\nexcept Exception:\n    pass"
+    )
 
 
 def write_hostile(root, seed, name="hostile"):
@@ -636,7 +888,10 @@ def write_hostile(root, seed, name="hostile"):
     source = new_notebook(cells=cells, metadata=KERNELSPEC)
     (root / "source" / name).mkdir(parents=True, exist_ok=True)
     nbformat.write(source, root / "source" / name / f"{name}.ipynb")
-    students = {"right": {k: u[0] for k, u in units.items()}, "wrong": {k: u[1] for k, u in units.items()}}
+    students = {
+        "right": {k: u[0] for k, u in units.items()},
+        "wrong": {k: u[1] for k, u in units.items()},
+    }
     for vector in HOSTILE_VECTORS:
         students[f"x-{vector}"] = {k: hostile_source(u, vector) for k, u in units.items()}
     for student, answers in students.items():
@@ -653,22 +908,35 @@ def write_hostile(root, seed, name="hostile"):
 
 # --------------------------------------------------------------------------- graders
 
+
 def _env():
     # nbgrader runs `alembic` from PATH: this environment's first
-    return dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    return dict(
+        os.environ,
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
 
 
 def grade_ours(root, out, extra=()):
     """`autograder grade` from the course folder: ({(student, assignment, notebook, grade_id): (score, status)}, proc)."""
     autograder = str(Path(sys.executable).with_name("autograder"))
-    proc = subprocess.run([autograder, "grade", "--out", str(out), "--quiet", *extra], cwd=root, capture_output=True,
-                          text=True, timeout=3600, env=_env())
+    proc = subprocess.run(
+        [autograder, "grade", "--out", str(out), "--quiet", *extra],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=_env(),
+    )
     got = {}
     path = Path(out) / "grades.csv"
     if path.exists():
         with open(path, newline="") as fh:
             for r in csv.DictReader(fh):
-                got[(r["student"], r["assignment"], r["notebook"], r["grade_id"])] = (float(r["score"]), r["status"])
+                got[(r["student"], r["assignment"], r["notebook"], r["grade_id"])] = (
+                    float(r["score"]),
+                    r["status"],
+                )
     return got, proc
 
 
@@ -679,21 +947,45 @@ def grade_stock(root, assignment, students=None):
     """A real `nbgrader generate_assignment` + `nbgrader autograde` of one assignment:
     {(student, assignment, notebook, grade_id): score} over the test cells."""
     env = _env()
-    cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbgrader",
+        "autograde",
+        assignment,
+        "--force",
+        "--log-level=ERROR",
+    ]
     if students:
         cmd += [f"--student={s}" for s in students]
-    for step in ([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
-                  "--log-level=ERROR"], cmd):
+    for step in (
+        [
+            sys.executable,
+            "-m",
+            "nbgrader",
+            "generate_assignment",
+            assignment,
+            "--force",
+            "--log-level=ERROR",
+        ],
+        cmd,
+    ):
         for _attempt in (1, 2):  # a kernel that fails to start on a loaded machine: once more
-            proc = subprocess.run(step, cwd=root, capture_output=True, text=True, env=env, timeout=3600)
+            proc = subprocess.run(
+                step, cwd=root, capture_output=True, text=True, env=env, timeout=3600
+            )
             if proc.returncode == 0:
                 break
         else:
-            message = (f"stock {' '.join(step[3:5])} {assignment} failed twice (exit {proc.returncode}):\n"
-                       f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            message = (
+                f"stock {' '.join(step[3:5])} {assignment} failed twice (exit {proc.returncode}):\n"
+                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
             if step is not cmd:
                 raise RuntimeError(message)
-            STOCK_ERRORS.append(message)  # what it graded still counts; a cell it did not is a disagreement
+            STOCK_ERRORS.append(
+                message
+            )  # what it graded still counts; a cell it did not is a disagreement
     return read_stock(root, assignment)
 
 
@@ -707,17 +999,20 @@ def read_stock(root, assignment):
             for nb in sub.notebooks:
                 for g in nb.grades:
                     if g.cell_type == "code":
-                        scores[(sub.student.id, assignment, nb.name, g.name)] = float(g.auto_score or 0.0)
+                        scores[(sub.student.id, assignment, nb.name, g.name)] = float(
+                            g.auto_score or 0.0
+                        )
     return scores
 
 
 # --------------------------------------------------------------------------- the run
 
+
 @dataclass
 class Result:
     courses: list
-    rows: list            # dicts: course, idiom, student, notebook, grade_id, stock, ours, status, agree
-    hostile: list         # dicts: vector, unit, grade_id, stock_wrong, ours, status, holds
+    rows: list  # dicts: course, idiom, student, notebook, grade_id, stock, ours, status, agree
+    hostile: list  # dicts: vector, unit, grade_id, stock_wrong, ours, status, holds
     ours_rc: int
     seconds: dict
 
@@ -769,7 +1064,14 @@ def run(root, courses, hostile_seed=None, stock_jobs=5):
         timed["stock"] = time.monotonic() - t0
         ours, proc = ours_future.result()
     timed["both"] = time.monotonic() - t0
-    return compare(courses, ours, stock, hostile_units, proc.returncode, {**timed, "ours_stderr": proc.stderr[-4000:]})
+    return compare(
+        courses,
+        ours,
+        stock,
+        hostile_units,
+        proc.returncode,
+        {**timed, "ours_stderr": proc.stderr[-4000:]},
+    )
 
 
 def compare(courses, ours, stock, hostile_units, ours_rc, seconds):
@@ -780,11 +1082,22 @@ def compare(courses, ours, stock, hostile_units, ours_rc, seconds):
                 key = (student, course.name, nb, gid)
                 s = stock.get(key)
                 o, status = ours.get(key, (None, "missing"))
-                rows.append({"course": course.name, "seed": course.seed, "idiom": idiom,
-                             "side": course.cell_side.get((nb, gid), ""), "student": student,
-                             "points": course.cell_points[(nb, gid)],
-                             "notebook": nb, "grade_id": gid, "stock": s, "ours": o, "status": status,
-                             "agree": s is not None and o is not None and s == o})
+                rows.append(
+                    {
+                        "course": course.name,
+                        "seed": course.seed,
+                        "idiom": idiom,
+                        "side": course.cell_side.get((nb, gid), ""),
+                        "student": student,
+                        "points": course.cell_points[(nb, gid)],
+                        "notebook": nb,
+                        "grade_id": gid,
+                        "stock": s,
+                        "ours": o,
+                        "status": status,
+                        "agree": s is not None and o is not None and s == o,
+                    }
+                )
     hostile = []
     if hostile_units is not None:
         for vector in HOSTILE_VECTORS:
@@ -792,9 +1105,18 @@ def compare(courses, ours, stock, hostile_units, ours_rc, seconds):
                 base = stock.get(("wrong", "hostile", "hostile", gid))
                 attack = stock.get((f"x-{vector}", "hostile", "hostile", gid))
                 o, status = ours.get((f"x-{vector}", "hostile", "hostile", gid), (None, "missing"))
-                hostile.append({"vector": vector, "unit": unit, "grade_id": gid, "stock_wrong": base,
-                                "stock_attack": attack, "ours": o, "status": status,
-                                "holds": base is not None and o is not None and o <= base})
+                hostile.append(
+                    {
+                        "vector": vector,
+                        "unit": unit,
+                        "grade_id": gid,
+                        "stock_wrong": base,
+                        "stock_attack": attack,
+                        "ours": o,
+                        "status": status,
+                        "holds": base is not None and o is not None and o <= base,
+                    }
+                )
     return Result(courses, rows, hostile, ours_rc, seconds)
 
 
@@ -806,8 +1128,15 @@ def compare_existing(root, courses, hostile_seed=None):
     ours, _ = {}, None
     with open(root.parent / f"{root.name}-out" / "grades.csv", newline="") as fh:
         for r in csv.DictReader(fh):
-            ours[(r["student"], r["assignment"], r["notebook"], r["grade_id"])] = (float(r["score"]), r["status"])
-    hostile_units = ({f"{k}_t": k for k in hostile_assignment(hostile_seed)} if hostile_seed is not None else None)
+            ours[(r["student"], r["assignment"], r["notebook"], r["grade_id"])] = (
+                float(r["score"]),
+                r["status"],
+            )
+    hostile_units = (
+        {f"{k}_t": k for k in hostile_assignment(hostile_seed)}
+        if hostile_seed is not None
+        else None
+    )
     stock = {}
     for a in [c.name for c in courses] + (["hostile"] if hostile_units is not None else []):
         got = read_stock(stock_root / a, a)
@@ -826,23 +1155,32 @@ def summary(result):
         d = by_idiom.setdefault(label, {"compared": 0, "agree": 0, "disagree": 0})
         d["compared"] += 1
         d["agree" if r["agree"] else "disagree"] += 1
-    return {"generated": len(result.courses),
-            "notebooks": sum(len(c.notebooks) for c in result.courses),
-            "submissions": sum(len(c.notebooks) * len(c.students) for c in result.courses),
-            "compared": len(rows), "agreements": sum(r["agree"] for r in rows),
-            "disagreements": sum(not r["agree"] for r in rows), "by_idiom": by_idiom,
-            "hostile_checked": len(result.hostile), "hostile_breaks": sum(not h["holds"] for h in result.hostile),
-            "ours_exit": result.ours_rc, "seconds": {k: round(v, 1) for k, v in result.seconds.items()
-                                                     if isinstance(v, float)}}
+    return {
+        "generated": len(result.courses),
+        "notebooks": sum(len(c.notebooks) for c in result.courses),
+        "submissions": sum(len(c.notebooks) * len(c.students) for c in result.courses),
+        "compared": len(rows),
+        "agreements": sum(r["agree"] for r in rows),
+        "disagreements": sum(not r["agree"] for r in rows),
+        "by_idiom": by_idiom,
+        "hostile_checked": len(result.hostile),
+        "hostile_breaks": sum(not h["holds"] for h in result.hostile),
+        "ours_exit": result.ours_rc,
+        "seconds": {k: round(v, 1) for k, v in result.seconds.items() if isinstance(v, float)},
+    }
 
 
 def write_report(result, path):
     s = summary(result)
-    lines = ["differential fuzz: autograder grade vs nbgrader autograde",
-             f"generated {s['generated']} courses ({s['notebooks']} notebooks, {s['submissions']} submissions); "
-             f"compared {s['compared']} test cells: {s['agreements']} agreements, {s['disagreements']} disagreements; "
-             f"autograder grade exit {s['ours_exit']}; seconds {s['seconds']}", "", "by idiom (compared / agree / disagree; @solution: the idiom is in the instructor's answer, "
-             "@student: only in the students' answers):"]
+    lines = [
+        "differential fuzz: autograder grade vs nbgrader autograde",
+        f"generated {s['generated']} courses ({s['notebooks']} notebooks, {s['submissions']} submissions); "
+        f"compared {s['compared']} test cells: {s['agreements']} agreements, {s['disagreements']} disagreements; "
+        f"autograder grade exit {s['ours_exit']}; seconds {s['seconds']}",
+        "",
+        "by idiom (compared / agree / disagree; @solution: the idiom is in the instructor's answer, "
+        "@student: only in the students' answers):",
+    ]
     for idiom, d in sorted(s["by_idiom"].items()):
         base = idiom.split("@")[0]
         known = f"  [known: issue 26 item {KNOWN[base]}]" if base in KNOWN else ""
@@ -851,19 +1189,26 @@ def write_report(result, path):
     for r in result.rows:
         if not r["agree"]:
             where = f"@{r['side']}" if r.get("side") else ""
-            lines.append(f"  {r['course']} seed={r['seed']} {r['idiom']}{where} {r['student']} {r['notebook']} {r['grade_id']}: "
-                         f"stock {r['stock']} / ours {r['ours']} {r['status']}")
+            lines.append(
+                f"  {r['course']} seed={r['seed']} {r['idiom']}{where} {r['student']} {r['notebook']} {r['grade_id']}: "
+                f"stock {r['stock']} / ours {r['ours']} {r['status']}"
+            )
     statuses = {}
     for r in result.rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     lines += ["", f"our statuses over compared rows: {statuses}"]
     lines += [f"stock nbgrader failed: {e}" for e in STOCK_ERRORS]
     if result.hostile:
-        lines += ["", "hostile twin (vector unit: stock honest-wrong / stock with the attack / ours status):"]
+        lines += [
+            "",
+            "hostile twin (vector unit: stock honest-wrong / stock with the attack / ours status):",
+        ]
         for h in result.hostile:
-            lines.append(f"  {h['vector']:16s} {h['unit']:9s}: stock {h['stock_wrong']} / stock {h['stock_attack']} / "
-                         f"ours {h['ours']} {h['status']}"
-                         f"{'' if h['holds'] else '  BREAK'}")
+            lines.append(
+                f"  {h['vector']:16s} {h['unit']:9s}: stock {h['stock_wrong']} / stock {h['stock_attack']} / "
+                f"ours {h['ours']} {h['status']}"
+                f"{'' if h['holds'] else '  BREAK'}"
+            )
     Path(path).write_text("\n".join(lines) + "\n")
     return s
 
@@ -875,9 +1220,12 @@ def main(argv=None):
     parser.add_argument("--out", default="artifacts/fuzz", help="work folder (courses, grades)")
     parser.add_argument("--report", default=None, help="report file (default OUT/report.txt)")
     parser.add_argument("--no-hostile", action="store_true")
-    parser.add_argument("--compare-only", action="store_true",
-                        help="compare what an earlier run with the same --n/--seed/--out left, grading nothing again "
-                             "(save what stock left unfinished)")
+    parser.add_argument(
+        "--compare-only",
+        action="store_true",
+        help="compare what an earlier run with the same --n/--seed/--out left, grading nothing again "
+        "(save what stock left unfinished)",
+    )
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

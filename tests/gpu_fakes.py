@@ -7,6 +7,7 @@ memory statistics return fixed byte counts; synchronize, empty_cache and the pea
 A test then runs a script's code on the CPU with ``device=torch.device("cpu")`` or patches the
 part that would move tensors to the GPU.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +21,7 @@ import torch
 from torch.cuda._utils import _get_device_index  # what torch.cuda.set_device calls first
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "course" / "scripts"
-MiB = 2 ** 20
+MiB = 2**20
 
 
 def load(name):
@@ -40,7 +41,7 @@ def fake_cuda(allocated=100 * MiB, peak=150 * MiB, reserved=200 * MiB):
 
     def set_device(device):
         calls.append(device)
-        _get_device_index(device)          # ValueError for torch.device("cuda"), as on a GPU
+        _get_device_index(device)  # ValueError for torch.device("cuda"), as on a GPU
 
     patches = {
         "is_available": mock.Mock(return_value=True),

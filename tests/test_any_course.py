@@ -10,6 +10,7 @@
 * A notebook whose tests the judge cannot run as one kernel would (an IPython magic) is graded in
   one kernel (status in-kernel), exactly as stock; other kernels than Python are refused.
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,18 +32,29 @@ THIRD_PARTY = {
     "phys210": ("ps01", {"ada": 14, "ben": 5, "cai": 0, "dee": 0, "eli": 14, "fay": 11}, {}),
     # bo's countdown returns a list: the hidden laziness test builds a list of 10**12 ints (MemoryError,
     # stock nbgrader scores 0 too)
-    "cs101": ("lab04", {"ana": 15, "bo": 8, "chen": 4, "dan": 1, "eve": 14, "finn": 12, "gil": 11},
-              {("bo", "test_countdown_lazy"): "memory-limit"}),
+    "cs101": (
+        "lab04",
+        {"ana": 15, "bo": 8, "chen": 4, "dan": 1, "eve": 14, "finn": 12, "gil": 11},
+        {("bo", "test_countdown_lazy"): "memory-limit"},
+    ),
 }
 USER_GUIDE = Path(nbgrader.__file__).parent / "docs" / "source" / "user_guide"
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
 # nbgrader runs `alembic` from PATH: this environment's first
-ENV = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+ENV = dict(
+    os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+)
 
 
 def grade(cwd, *args):
-    return subprocess.run([AUTOGRADER, "grade", *map(str, args), "--quiet"], cwd=cwd, capture_output=True,
-                          text=True, timeout=900, env=ENV)
+    return subprocess.run(
+        [AUTOGRADER, "grade", *map(str, args), "--quiet"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=ENV,
+    )
 
 
 def rows(path):
@@ -52,10 +64,28 @@ def rows(path):
 
 def stock_scores(course_root, assignment):
     """Real `nbgrader autograde` from the course's folder: {(student, notebook, grade_id): score}."""
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
-                    "--log-level=ERROR"], cwd=course_root, check=True, capture_output=True, env=ENV)
-    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"],
-                   cwd=course_root, check=True, capture_output=True, env=ENV)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nbgrader",
+            "generate_assignment",
+            assignment,
+            "--force",
+            "--log-level=ERROR",
+        ],
+        cwd=course_root,
+        check=True,
+        capture_output=True,
+        env=ENV,
+    )
+    subprocess.run(
+        [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"],
+        cwd=course_root,
+        check=True,
+        capture_output=True,
+        env=ENV,
+    )
     from nbgrader.api import Gradebook
 
     from autograder.grading.config import load
@@ -66,13 +96,17 @@ def stock_scores(course_root, assignment):
         for sub in gb.assignment_submissions(assignment):
             for nb in sub.notebooks:
                 for g in nb.grades:
-                    if g.cell_type == "code" and not _is_solution(course_root, config, assignment, nb.name, g.name):
+                    if g.cell_type == "code" and not _is_solution(
+                        course_root, config, assignment, nb.name, g.name
+                    ):
                         scores[(sub.student.id, nb.name, g.name)] = float(g.auto_score or 0.0)
     return scores
 
 
 def _is_solution(course_root, config, assignment, notebook, grade_id):
-    nb = nbformat.read(Path(course_root) / config.source_directory / assignment / f"{notebook}.ipynb", as_version=4)
+    nb = nbformat.read(
+        Path(course_root) / config.source_directory / assignment / f"{notebook}.ipynb", as_version=4
+    )
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade_id") == grade_id:
@@ -94,8 +128,12 @@ def test_config_is_read_through_nbgrader():
     from autograder.grading.config import load
 
     config = load(FIXTURE)
-    assert (config.course_id, config.source_directory, config.submitted_directory, config.autograded_directory) == (
-        "stats101", "instructor", "inbox", "marked")
+    assert (
+        config.course_id,
+        config.source_directory,
+        config.submitted_directory,
+        config.autograded_directory,
+    ) == ("stats101", "instructor", "inbox", "marked")
     assert config.timeout == 30.0
     assert config.begin_hidden == "BEGIN HIDDEN TESTS"
 
@@ -103,7 +141,9 @@ def test_config_is_read_through_nbgrader():
 def test_third_party_course_gets_exactly_nbgrader_autograde_scores(stats101):
     proc = stats101["proc"]
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Warning" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr  # no SAWarning, no other
+    assert "Warning" not in proc.stdout + proc.stderr, (
+        proc.stdout + proc.stderr
+    )  # no SAWarning, no other
     got = rows(stats101["ours"] / "out" / "grades.csv")
     assert {r["status"] for r in got} == {"ok"}
     ours = {(r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got}
@@ -132,10 +172,14 @@ def test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scor
     assert proc.returncode == 0, proc.stdout + proc.stderr
     got = rows(ours / "out" / "grades.csv")
     expected = stock_scores(stock, assignment)
-    assert {(r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got} == expected
+    assert {
+        (r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got
+    } == expected
     for r in got:
         assert r["status"] == other_status.get((r["student"], r["grade_id"]), r["status"])
-        assert r["status"] in ("ok", "in-kernel") or (r["student"], r["grade_id"]) in other_status, r
+        assert (
+            r["status"] in ("ok", "in-kernel") or (r["student"], r["grade_id"]) in other_status
+        ), r
     got_totals = {}
     for r in got:
         got_totals[r["student"]] = got_totals.get(r["student"], 0) + float(r["score"])
@@ -178,9 +222,13 @@ def test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     got = rows(tmp_path / "out" / "grades.csv")
     assert {r["status"] for r in got} == {"in-kernel"}
-    assert {(r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got} == stock_scores(stock, "hw1")
+    assert {
+        (r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got
+    } == stock_scores(stock, "hw1")
     calibration = (tmp_path / "out" / "calibration.txt").read_text()
-    assert "hw1/hw1: in-kernel" in calibration and "test_mean: it is not plain Python" in calibration
+    assert (
+        "hw1/hw1: in-kernel" in calibration and "test_mean: it is not plain Python" in calibration
+    )
     assert "calibration: hw1/hw1: in-kernel" in proc.stdout
 
 
@@ -190,7 +238,9 @@ def test_other_kernels_and_autotest_are_refused(tmp_path):
     shutil.copytree(FIXTURE, course)
     # refusals are per assignment: hw2 (hw1 as it was) is graded, hw1 refused, the exit status says so
     shutil.copytree(FIXTURE / "instructor" / "hw1", course / "instructor" / "hw2")
-    (course / "instructor" / "hw2" / "hw1.ipynb").rename(course / "instructor" / "hw2" / "hw2.ipynb")
+    (course / "instructor" / "hw2" / "hw1.ipynb").rename(
+        course / "instructor" / "hw2" / "hw2.ipynb"
+    )
     for student in (course / "inbox").iterdir():
         shutil.copytree(student / "hw1", student / "hw2")
         (student / "hw2" / "hw1.ipynb").rename(student / "hw2" / "hw2.ipynb")
@@ -203,4 +253,6 @@ def test_other_kernels_and_autotest_are_refused(tmp_path):
     assert "refusing to grade" in proc.stderr and "kernel language is 'r'" in proc.stderr
     assert "1 assignment(s) refused, not graded: hw1" in proc.stderr
     got = rows(tmp_path / "out" / "grades.csv")
-    assert got and {r["assignment"] for r in got} == {"hw2"} and {r["status"] for r in got} == {"ok"}
+    assert (
+        got and {r["assignment"] for r in got} == {"hw2"} and {r["status"] for r in got} == {"ok"}
+    )

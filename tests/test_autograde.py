@@ -5,6 +5,7 @@ full marks on every graded test cell; the untouched release notebook scores 0 on
 each fixture submission under tests/fixtures/submissions/<assignment>/ (one correct
 alternative, typical mistakes per function) scores exactly what its expected.json says.
 """
+
 import pytest
 
 from autograder.course import SOLUTIONS, assignments, fixture_cases, graded_cells, notebooks, owner
@@ -20,7 +21,9 @@ def graded(stock_grades):
 
 def _grades(graded, assignment, student):
     per_notebook = graded[assignment][student]
-    return {(nb, gid): score for nb, grades in per_notebook.items() for gid, score in grades.items()}
+    return {
+        (nb, gid): score for nb, grades in per_notebook.items() for gid, score in grades.items()
+    }
 
 
 @pytest.mark.parametrize("assignment", assignments())
@@ -46,7 +49,9 @@ def test_fixture_submission_gets_expected_scores(graded, assignment, case):
     known = {gid for _, gid in grades}
     assert zero <= known, f"expected.json names unknown test cells: {zero - known}"
     found = {gid: score for (_, gid), (score, _) in grades.items()}
-    expected = {gid: (0.0 if gid in zero else max_score) for (_, gid), (_, max_score) in grades.items()}
+    expected = {
+        gid: (0.0 if gid in zero else max_score) for (_, gid), (_, max_score) in grades.items()
+    }
     assert found == expected
 
 
@@ -56,10 +61,13 @@ def test_every_function_has_a_fixture_with_a_mistake():
 
     for assignment in assignments():
         cases = fixture_cases(assignment)
-        assert any(not zero for zero in cases.values()), f"{assignment}: no correct alternative fixture"
+        assert any(not zero for zero in cases.values()), (
+            f"{assignment}: no correct alternative fixture"
+        )
         for nb in notebooks(assignment):
             source = nbformat.read(SOLUTIONS / assignment / f"{nb}.ipynb", as_version=4)
             names, _ = graded_cells(source)
             for name in names:
                 assert any(any(owner(g, names) == name for g in zero) for zero in cases.values()), (
-                    f"{assignment}: no fixture with a mistake in {name}")
+                    f"{assignment}: no fixture with a mistake in {name}"
+                )

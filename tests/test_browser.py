@@ -20,6 +20,7 @@ with the command that installs it.
 
 Run alone with `make test-browser`.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,9 +67,12 @@ def _chromium() -> str:
         return CHROMIUM
     from autograder.fullcheck import install_command
 
-    pytest.fail(f"Debian's chromium is not installed ({CHROMIUM}), so the learner's path in a browser is "
-                "unproven. `make test` installs it when it can (root or passwordless sudo); otherwise run:\n"
-                f"    {install_command('chromium')}\n(no browser is ever downloaded)", pytrace=False)
+    pytest.fail(
+        f"Debian's chromium is not installed ({CHROMIUM}), so the learner's path in a browser is "
+        "unproven. `make test` installs it when it can (root or passwordless sudo); otherwise run:\n"
+        f"    {install_command('chromium')}\n(no browser is ever downloaded)",
+        pytrace=False,
+    )
 
 
 def _free_port() -> int:
@@ -81,9 +85,14 @@ def _write_settings(folder: Path):
     """JupyterLab user settings: no news/update pop-ups over the page; every cell, and the
     terminal's text, in the DOM."""
     settings = {
-        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        "@jupyterlab/apputils-extension/notification": {
+            "fetchNews": "false",
+            "checkForUpdates": False,
+        },
         "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
-        "@jupyterlab/terminal-extension/plugin": {"screenReaderMode": True},  # terminal text in the DOM
+        "@jupyterlab/terminal-extension/plugin": {
+            "screenReaderMode": True
+        },  # terminal text in the DOM
     }
     for plugin, values in settings.items():
         path = folder / f"{plugin}.jupyterlab-settings"
@@ -103,26 +112,38 @@ def lab(chromium, tmp_path_factory):
     root = work / "course-copy"
     root.mkdir()
     for name in ("course", "exercises", "solutions"):
-        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        shutil.copytree(
+            REPO / name, root / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints")
+        )
     shutil.copy(REPO / "nbgrader_config.py", root)
-    exchange = work / "exchange"   # as on a JupyterHub (README): release and collect become available
+    exchange = (
+        work / "exchange"
+    )  # as on a JupyterHub (README): release and collect become available
     exchange.mkdir(mode=0o777)
     with open(root / "nbgrader_config.py", "a") as config:
         config.write(f"\nc.Exchange.root = {str(exchange)!r}\n")
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     _write_settings(work / "settings")
     port, token = _free_port(), "student-path-test-token"
-    env = dict(os.environ,
-               JUPYTERLAB_SETTINGS_DIR=str(work / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"),
-               JUPYTER_RUNTIME_DIR=str(work / "runtime"))
+    env = dict(
+        os.environ,
+        JUPYTERLAB_SETTINGS_DIR=str(work / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"),
+        JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+    )
     env.pop("JPY_SESSION_NAME", None)
     log = work / "lab.log"
     args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
     start = time.perf_counter()
     with open(log, "w") as out:  # exactly what a student runs, served from the copy
-        proc = subprocess.Popen(["make", "--no-print-directory", "lab", f"LAB_ROOT={root}", f"LAB_ARGS={args}"],
-                                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            ["make", "--no-print-directory", "lab", f"LAB_ROOT={root}", f"LAB_ARGS={args}"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 240
@@ -160,7 +181,12 @@ def browser(chromium):
 def collect_javascript_errors(page) -> list:
     """A list that fills with the page's console errors and uncaught exceptions."""
     errors = []
-    page.on("console", lambda msg: errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+    page.on(
+        "console",
+        lambda msg: (
+            errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None
+        ),
+    )
     page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
     return errors
 
@@ -220,7 +246,9 @@ def wait_for_output(page, cell, text):
     cell.locator(".jp-OutputArea-output", has_text=text).first.wait_for()
     page.wait_for_function(  # nothing left queued or running ([*])
         "() => ![...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')]"
-        ".some(e => e.textContent.includes('*'))", timeout=TIMEOUT_MS)
+        ".some(e => e.textContent.includes('*'))",
+        timeout=TIMEOUT_MS,
+    )
     return cell.locator(".jp-OutputArea").inner_text()
 
 
@@ -247,10 +275,14 @@ def test_student_path(lab, page):
     lesson = current_notebook(page)
     lesson.locator(".jp-RenderedMarkdown h1").first.wait_for()
     # Run All before the new kernel is ready runs nothing: wait for it (status bar: "... | Idle")
-    page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"ipykernel\)? \| Idle")).first.wait_for()
+    page.locator(
+        ".jp-StatusBar-Widget", has_text=re.compile(r"ipykernel\)? \| Idle")
+    ).first.wait_for()
     menu(page, "Run", "Run All Cells")
-    prompts_js = ("() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell "
-                  ".jp-InputPrompt')].map(e => e.textContent.trim())")
+    prompts_js = (
+        "() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell "
+        ".jp-InputPrompt')].map(e => e.textContent.trim())"
+    )
     # JupyterLab runs the cells one by one: done when the last code cell has its number, or when
     # nothing has run for 15 s (Run All stopped at an error: the saved file below says where)
     deadline, quiet = time.time() + 2 * TIMEOUT_MS / 1000, 0
@@ -270,15 +302,22 @@ def test_student_path(lab, page):
     for i, cell in enumerate(ran.cells):
         if cell.cell_type != "code":
             continue
-        assert cell.execution_count is not None, f"lesson cell {i} did not run (Run All stopped before it)"
+        assert cell.execution_count is not None, (
+            f"lesson cell {i} did not run (Run All stopped before it)"
+        )
         tagged = "raises-exception" in cell.metadata.get("tags", [])
         errors = [o.ename for o in cell.outputs if o.output_type == "error"]
-        assert bool(errors) == tagged, (f"lesson cell {i}: " + (f"raised {errors} but is not tagged raises-exception"
-                                                                if errors else "tagged raises-exception but raised nothing"))
+        assert bool(errors) == tagged, f"lesson cell {i}: " + (
+            f"raised {errors} but is not tagged raises-exception"
+            if errors
+            else "tagged raises-exception but raised nothing"
+        )
     page.locator(".lm-TabBar-tab", has_text="00_start_here.ipynb").first.click()
 
     # 2. the exercise, opened from the start page's link
-    link = page.locator(f'.jp-RenderedMarkdown a[href*="/files/exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb"]').first
+    link = page.locator(
+        f'.jp-RenderedMarkdown a[href*="/files/exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb"]'
+    ).first
     link.scroll_into_view_if_needed()
     link.click()
     page.locator(".lm-TabBar-tab.lm-mod-current", has_text=f"{NOTEBOOK}.ipynb").wait_for()
@@ -295,8 +334,10 @@ def test_student_path(lab, page):
     save(page)
     menu(page, "Run", "Run All Cells")
     # Run All stops at the first error: here the "Try it" cell that calls the wrong function
-    notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
-                     has_text="RuntimeError").first.wait_for()
+    notebook.locator(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+        has_text="RuntimeError",
+    ).first.wait_for()
 
     # 4. the self-check, run from the notebook, says what is wrong
     check_cell = cells.nth(check_index)
@@ -322,14 +363,20 @@ def test_student_path(lab, page):
     TIMINGS["restart_run_all_with_selfcheck_s"] = round(time.perf_counter() - t0, 1)
     for name in names:
         assert f"PASS  {name}: visible tests pass" in report
-        cells.nth(index[f"test_{name}"]).locator(".jp-OutputArea-output",
-                                                   has_text=f"{name}: visible tests passed").wait_for()
+        cells.nth(index[f"test_{name}"]).locator(
+            ".jp-OutputArea-output", has_text=f"{name}: visible tests passed"
+        ).wait_for()
     source = read_source(ASSIGNMENT, REPO / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
     hidden = sum(t.hidden and owner(t.grade_id, names) == names[0] for t in source.tests)
     assert f"hidden tests ({hidden} cells) run when graded" in report
     shot(page, "05-visible-tests-passed.png", cells.nth(index[f"test_{names[1]}"]))
     shot(page, "06-self-check-passed.png", check_cell)
-    assert notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+    assert (
+        notebook.locator(
+            ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+        ).count()
+        == 0
+    )
 
     # 5b. the full check, from a new cell at the end: every test, the hidden ones included
     check_cell.locator(".jp-InputPrompt").click()
@@ -344,19 +391,27 @@ def test_student_path(lab, page):
     for test in source.tests:
         kind = "hidden" if test.hidden else "visible"
         assert f"PASS  {test.grade_id} ({kind}): {test.points:g} / {test.points:g}" in report
-    assert f"score: {source.max_score:g} / {source.max_score:g}" in report and "Full marks" in report
+    assert (
+        f"score: {source.max_score:g} / {source.max_score:g}" in report and "Full marks" in report
+    )
     shot(page, "06b-full-check.png", full_cell)
 
     # 6. what was saved: the typed answers, and no error output anywhere
     save(page)
     saved = nbformat.read(root / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
     for name in names:
-        assert saved.cells[index[name]].source == answers[name], f"the typed {name} was not saved as typed"
+        assert saved.cells[index[name]].source == answers[name], (
+            f"the typed {name} was not saved as typed"
+        )
     for i, cell in enumerate(saved.cells):
         for out in cell.get("outputs", []):
             assert out.output_type != "error", f"cell {i} has an error output: {out.get('ename')}"
-            assert not (out.output_type == "stream" and out.name == "stderr"), f"cell {i} wrote to stderr"
-    assert "2 of 2 functions pass" in "".join(o.get("text", "") for o in saved.cells[check_index].outputs)
+            assert not (out.output_type == "stream" and out.name == "stderr"), (
+                f"cell {i} wrote to stderr"
+            )
+    assert "2 of 2 functions pass" in "".join(
+        o.get("text", "") for o in saved.cells[check_index].outputs
+    )
 
     # 7. progress, from the start page's cell: exercise 1 has full marks, the others are not started
     page.locator(".lm-TabBar-tab", has_text="00_start_here.ipynb").first.click()
@@ -368,7 +423,9 @@ def test_student_path(lab, page):
     t0 = time.perf_counter()
     text = wait_for_output(page, progress_cell, "exercises with full marks")
     TIMINGS["progress_cell_s"] = round(time.perf_counter() - t0, 1)
-    assert re.search(rf"{ASSIGNMENT}\s+full marks\s+score {source.max_score:g} / {source.max_score:g}", text), text
+    assert re.search(
+        rf"{ASSIGNMENT}\s+full marks\s+score {source.max_score:g} / {source.max_score:g}", text
+    ), text
     n_exercises = len(list((REPO / "solutions").glob("*/*.ipynb")))
     assert f"1 of {n_exercises} exercises with full marks" in text
     shot(page, "06c-progress.png", progress_cell)
@@ -382,16 +439,24 @@ def test_every_lesson_and_exercise_opens_from_the_map(lab, page):
     page.goto(f"{base}/?token={token}")
     page.locator(".jp-RenderedMarkdown h1", has_text="Start here").wait_for()
     targets = [f"course/{p.name}" for p in sorted((REPO / "course").glob("0[1-9]_*.ipynb"))]
-    targets += [p.relative_to(REPO).as_posix() for p in sorted((REPO / "exercises").glob("*/*.ipynb"))]
+    targets += [
+        p.relative_to(REPO).as_posix() for p in sorted((REPO / "exercises").glob("*/*.ipynb"))
+    ]
     assert any("04_training_loops" in t for t in targets)
     for target in targets:
         page.locator(".lm-TabBar-tab", has_text="00_start_here.ipynb").first.click()
-        start = current_notebook(page)  # the visible panel (a restored workspace may hold hidden ones)
-        start.locator(".jp-RenderedMarkdown h2", has_text="The map").first.scroll_into_view_if_needed()
+        start = current_notebook(
+            page
+        )  # the visible panel (a restored workspace may hold hidden ones)
+        start.locator(
+            ".jp-RenderedMarkdown h2", has_text="The map"
+        ).first.scroll_into_view_if_needed()
         start.locator(f'.jp-RenderedMarkdown a[href*="/files/{target}"]').first.click()
         name = target.rsplit("/", 1)[1]
         page.locator(".lm-TabBar-tab.lm-mod-current", has_text=name).wait_for()
-        current_notebook(page).locator(".jp-RenderedMarkdown h1, .jp-RenderedMarkdown h2").first.wait_for()
+        current_notebook(page).locator(
+            ".jp-RenderedMarkdown h1, .jp-RenderedMarkdown h2"
+        ).first.wait_for()
     shot(page, "08-lesson-4-and-exercise-4-open.png")
 
 
@@ -404,7 +469,9 @@ def test_instructor_sees_the_assignments_in_formgrader(lab, page):
     frame.get_by_text("Manage Assignments").first.wait_for()
     for assignment in sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir()):
         frame.locator("table tbody").get_by_text(assignment, exact=True).first.wait_for()
-    assert frame.locator("#warning-exchange, #warning-course-id").count() == 0, "release/collect unavailable"
+    assert frame.locator("#warning-exchange, #warning-course-id").count() == 0, (
+        "release/collect unavailable"
+    )
     page.wait_for_timeout(500)
     shot(page, "07-formgrader-assignments.png")
 
@@ -413,7 +480,9 @@ def test_javascript_errors_are_caught(browser):
     """The listener that fails the tests above does see console errors and uncaught exceptions."""
     page = browser.new_page()
     errors = collect_javascript_errors(page)
-    page.set_content("<script>console.error('boom'); setTimeout(() => { throw new Error('uncaught boom'); });</script>")
+    page.set_content(
+        "<script>console.error('boom'); setTimeout(() => { throw new Error('uncaught boom'); });</script>"
+    )
     page.wait_for_timeout(500)
     page.close()
     assert errors == ["console.error: boom", "uncaught: uncaught boom"]
@@ -422,17 +491,23 @@ def test_javascript_errors_are_caught(browser):
 def test_self_check_from_the_terminal(lab, page):
     """`autograder check` in JupyterLab's terminal (File > New > Terminal), PATH as `make lab` sets it."""
     base, token, root = lab
-    answered = root / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"   # as the student left it
-    nbformat.write(filled_release(ASSIGNMENT, NOTEBOOK, reference_answers(ASSIGNMENT, NOTEBOOK)), answered)
+    answered = root / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"  # as the student left it
+    nbformat.write(
+        filled_release(ASSIGNMENT, NOTEBOOK, reference_answers(ASSIGNMENT, NOTEBOOK)), answered
+    )
     page.goto(f"{base}/?token={token}")
     page.locator(".jp-RenderedMarkdown h1", has_text="Start here").wait_for()
     menu(page, "File", "New")
-    page.locator(".lm-Menu-content .lm-Menu-itemLabel").get_by_text("Terminal", exact=True).first.click()
+    page.locator(".lm-Menu-content .lm-Menu-itemLabel").get_by_text(
+        "Terminal", exact=True
+    ).first.click()
     terminal = page.locator(".jp-Terminal:visible")
     terminal.locator(".xterm-helper-textarea").wait_for(state="attached")
     page.wait_for_timeout(1000)
     terminal.click()
-    page.keyboard.type(f"autograder check exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb; echo \"exit status $?\"\n")
+    page.keyboard.type(
+        f'autograder check exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb; echo "exit status $?"\n'
+    )
     text = terminal.locator(".xterm-accessibility-tree")
     text.get_by_text("exit status 0").wait_for()
     screen = text.inner_text()

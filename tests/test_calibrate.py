@@ -1,6 +1,7 @@
 """Single-kernel mode, without a sandbox: how a test cell's reported outcome is scored (nbgrader's
 ``determine_grade``, the report treated as untrusted data) and how a task is turned into one kernel's.
 The end-to-end proofs are in tests/test_any_course.py."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +12,9 @@ from autograder.grading import calibrate
 from autograder.grading.intake import collect
 from autograder.grading.intake.collect import Submission, read_source
 
-STATS101 = Path(__file__).parent / "fixtures" / "courses" / "stats101" / "instructor" / "hw1" / "hw1.ipynb"
+STATS101 = (
+    Path(__file__).parent / "fixtures" / "courses" / "stats101" / "instructor" / "hw1" / "hw1.ipynb"
+)
 
 
 def verdict(cell, points=3.0):
@@ -19,32 +22,42 @@ def verdict(cell, points=3.0):
     return calibrate._verdict(test, cell)
 
 
-@pytest.mark.parametrize("cell, score", [
-    ({"status": "ok"}, 3.0),                                             # nothing displayed: the points
-    ({"status": "ok", "value": "2"}, 2.0),                               # partial credit
-    ({"status": "ok", "value": "0"}, 0.0),
-    ({"status": "ok", "value": "2.5"}, 2.5),
-    ({"status": "ok", "value": "np.float64(1.0)"}, 3.0),                 # not a float to nbgrader: the points
-    ({"status": "ok", "value": "'hello'"}, 3.0),
-    ({"status": "ok", "value": "-1"}, 3.0),                              # nbgrader: negative -> the points
-    ({"status": "ok", "value": "7"}, 3.0),                               # above the points: the points
-    ({"status": "ok", "value": ""}, 3.0),
-    ({"status": "error", "error": "AssertionError: no"}, 0.0),
-    ({"status": "error", "error": "AssertionError: no", "value": "3"}, 0.0),
-    ({"status": "ok", "stderr": True}, 0.0),                             # wrote to stderr
-    ({"status": "ok", "stderr": True, "value": "2"}, 0.0),
-    ({"status": "ok", "stderr": "yes"}, 3.0),                            # not the report's format: ignored
-    ({"status": "ok", "value": ["2"]}, 3.0),
-])
+@pytest.mark.parametrize(
+    "cell, score",
+    [
+        ({"status": "ok"}, 3.0),  # nothing displayed: the points
+        ({"status": "ok", "value": "2"}, 2.0),  # partial credit
+        ({"status": "ok", "value": "0"}, 0.0),
+        ({"status": "ok", "value": "2.5"}, 2.5),
+        ({"status": "ok", "value": "np.float64(1.0)"}, 3.0),  # not a float to nbgrader: the points
+        ({"status": "ok", "value": "'hello'"}, 3.0),
+        ({"status": "ok", "value": "-1"}, 3.0),  # nbgrader: negative -> the points
+        ({"status": "ok", "value": "7"}, 3.0),  # above the points: the points
+        ({"status": "ok", "value": ""}, 3.0),
+        ({"status": "error", "error": "AssertionError: no"}, 0.0),
+        ({"status": "error", "error": "AssertionError: no", "value": "3"}, 0.0),
+        ({"status": "ok", "stderr": True}, 0.0),  # wrote to stderr
+        ({"status": "ok", "stderr": True, "value": "2"}, 0.0),
+        ({"status": "ok", "stderr": "yes"}, 3.0),  # not the report's format: ignored
+        ({"status": "ok", "value": ["2"]}, 3.0),
+    ],
+)
 def test_outcomes_are_scored_by_nbgraders_rules(cell, score):
     v = verdict(dict(cell, output=""))
     got = 0.0 if not v["passed"] else (v["partial"] if v["partial"] is not None else 3.0)
     assert got == score
 
 
-@pytest.mark.parametrize("status, row_status", [("timeout", "timeout"), ("memory-limit", "memory-limit"),
-                                                ("output-limit", "output-limit"), ("died", "kernel-died"),
-                                                ("not-run", "not-run")])
+@pytest.mark.parametrize(
+    "status, row_status",
+    [
+        ("timeout", "timeout"),
+        ("memory-limit", "memory-limit"),
+        ("output-limit", "output-limit"),
+        ("died", "kernel-died"),
+        ("not-run", "not-run"),
+    ],
+)
 def test_a_test_cell_that_hit_a_limit_says_so(status, row_status):
     v = verdict({"status": status, "value": "3"})
     assert v["passed"] is False and v["status"] == row_status
@@ -61,8 +74,9 @@ def test_every_test_cell_runs_in_place_in_the_student_process():
     assert [item[1] for item in tests] == [n_cells + k for k in range(len(source.tests))]
     assert [item[2] for item in tests] == [t.source for t in source.tests]
     # in the same places as the judge's tests, between the same cells
-    assert [i for i, item in enumerate(task["items"]) if len(item) > 3] == \
-        [i for i, item in enumerate(sub.items) if item[0] == "test"]
+    assert [i for i, item in enumerate(task["items"]) if len(item) > 3] == [
+        i for i, item in enumerate(sub.items) if item[0] == "test"
+    ]
     # the result comes back in the judge's shape: test cells out of "cells"
     cells = [{"index": i, "status": "ok"} for i in range(n_cells + len(source.tests))]
     cells[n_cells + 2] = {"index": n_cells + 2, "status": "ok", "value": "1"}
@@ -77,7 +91,9 @@ def test_a_source_with_a_magic_goes_to_one_kernel_and_a_non_python_kernel_is_ref
     source = read_source("hw1", STATS101)
     assert judge_cannot_run(source) == {} and unsupported(source) == []
     test = source.tests[0]
-    source.tests[0] = collect.TestCell(test.grade_id, test.points, "%time 1\n" + test.source, False, None)
+    source.tests[0] = collect.TestCell(
+        test.grade_id, test.points, "%time 1\n" + test.source, False, None
+    )
     assert list(judge_cannot_run(source)) == [test.grade_id] and unsupported(source) == []
     source.nb.metadata["kernelspec"]["language"] = "julia"
     assert "kernel language is 'julia'" in unsupported(source)[0]

@@ -1,4 +1,5 @@
 """Unit tests of autograder.checks and autograder.messages (what the test cells rely on)."""
+
 import numpy as np
 import pytest
 import torch
@@ -28,7 +29,12 @@ def test_failure_message_has_expected_found_and_cause():
     with pytest.raises(CheckFailure) as info:
         check_true(False, "f(x) is wrong", expected=1, found=2, cause="a typo")
     text = str(info.value)
-    assert text.splitlines() == ["f(x) is wrong", "  expected: 1", "  found:    2", "  likely cause: a typo"]
+    assert text.splitlines() == [
+        "f(x) is wrong",
+        "  expected: 1",
+        "  found:    2",
+        "  likely cause: a typo",
+    ]
     assert isinstance(info.value, AssertionError)
 
 
@@ -51,7 +57,9 @@ def test_describe_names_tensor_subclasses():
     assert "subclass" in describe(torch.zeros(2).as_subclass(Sneaky))
 
 
-@pytest.mark.parametrize("value,expected", [(True, True), (np.bool_(False), False), (torch.tensor(True), True)])
+@pytest.mark.parametrize(
+    "value,expected", [(True, True), (np.bool_(False), False), (torch.tensor(True), True)]
+)
 def test_as_bool_accepts_bool_like_results(value, expected):
     assert as_bool(value) is expected
 
@@ -148,8 +156,13 @@ def test_check_tensor_rejects_subclass_that_fakes_equality():
 def test_check_grad_names_position_and_input():
     x = torch.tensor([-1.0, 0.0, 2.0])
     with pytest.raises(CheckFailure) as info:
-        check_grad(torch.tensor([0.0, 1.0, 1.0]), torch.tensor([0.0, 0.0, 1.0]), "grad", inputs=x,
-                   cause="torch.relu uses 0 at x == 0")
+        check_grad(
+            torch.tensor([0.0, 1.0, 1.0]),
+            torch.tensor([0.0, 0.0, 1.0]),
+            "grad",
+            inputs=x,
+            cause="torch.relu uses 0 at x == 0",
+        )
     assert "at x[1] == 0.0 your gradient is 1.0; expected 0.0" in str(info.value)
     with pytest.raises(CheckFailure, match="no gradient"):
         check_grad(None, torch.zeros(1), "grad")
@@ -266,7 +279,11 @@ def test_state_helpers_reject_tensor_subclasses():
 
     fake = torch.zeros(2).as_subclass(Agreeable)
     plain = torch.zeros(2)
-    for call in (lambda: same_values(fake, plain), lambda: shares_storage(plain, fake), lambda: TensorState(fake)):
+    for call in (
+        lambda: same_values(fake, plain),
+        lambda: shares_storage(plain, fake),
+        lambda: TensorState(fake),
+    ):
         with pytest.raises(CheckFailure, match="plain torch.Tensor"):
             call()
     state = TensorState(plain)

@@ -4,6 +4,7 @@ It replaces `unzip -o` at the course root, which writes wherever a zip's paths p
 that holds anything but one student's notebooks of one assignment is refused whole (message,
 exit 1, nothing written from it) while the other zips of the call are imported.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -21,8 +22,12 @@ NB = f"{A}.ipynb"
 
 
 def collect(course, *zips):
-    return subprocess.run([AUTOGRADER, "collect", *map(str, zips), "--course", str(course.root)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [AUTOGRADER, "collect", *map(str, zips), "--course", str(course.root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def make_zip(path, entries, links=()):
@@ -31,7 +36,7 @@ def make_zip(path, entries, links=()):
             zf.writestr(name, data)
         for name, target in links:
             info = zipfile.ZipInfo(name)
-            info.external_attr = (0o120777 << 16)  # a symbolic link
+            info.external_attr = 0o120777 << 16  # a symbolic link
             zf.writestr(info, target)
     return path
 
@@ -51,39 +56,83 @@ def notebook_bytes():
 
 def test_a_zip_from_autograder_submit_is_imported(course, tmp_path):
     z = tmp_path / "alice.zip"
-    proc = subprocess.run([AUTOGRADER, "submit", str(EXERCISES / A / NB), "--student", "alice", "--output",
-                           str(z)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [AUTOGRADER, "submit", str(EXERCISES / A / NB), "--student", "alice", "--output", str(z)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     proc = collect(course, z)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (course.root / "submitted" / "alice" / A / NB).read_bytes() == (EXERCISES / A / NB).read_bytes()
+    assert (course.root / "submitted" / "alice" / A / NB).read_bytes() == (
+        EXERCISES / A / NB
+    ).read_bytes()
 
 
 def test_zip_overwrites_other_student_is_refused_and_others_still_imported(course, tmp_path):
-    evil = make_zip(tmp_path / "mallory.zip", {f"submitted/mallory/{A}/{NB}": notebook_bytes(),
-                                               f"submitted/bob/{A}/{NB}": b"overwritten by mallory"})
+    evil = make_zip(
+        tmp_path / "mallory.zip",
+        {
+            f"submitted/mallory/{A}/{NB}": notebook_bytes(),
+            f"submitted/bob/{A}/{NB}": b"overwritten by mallory",
+        },
+    )
     good = make_zip(tmp_path / "carol.zip", {f"submitted/carol/{A}/{NB}": notebook_bytes()})
     proc = collect(course, evil, good)
     assert proc.returncode == 1
-    assert "refused" in proc.stderr and "mallory.zip" in proc.stderr and "nothing from it was written" in proc.stderr
+    assert (
+        "refused" in proc.stderr
+        and "mallory.zip" in proc.stderr
+        and "nothing from it was written" in proc.stderr
+    )
     assert (course.root / "submitted" / "bob" / A / NB).read_text() == "bob's own notebook"
     assert not (course.root / "submitted" / "mallory").exists()
     assert (course.root / "submitted" / "carol" / A / NB).exists()
 
 
-@pytest.mark.parametrize("entries,links,why", [
-    ({f"submitted/eve/{A}/{NB}": b"{}", "autograder/__init__.py": b"import os; os.system('id')"}, (),
-     "outside submitted/"),
-    ({f"submitted/eve/{A}/{NB}": b"{}", f"submitted/eve/{A}/../../../autograder/checks.py": b"x"}, (), "'..'"),
-    ({f"submitted/eve/{A}/{NB}": b"{}", f"solutions/{A}/{NB}": b"{}"}, (), "outside submitted/"),
-    ({"/etc/cron.d/x": b"x"}, (), "absolute"),
-    ({}, [(f"submitted/eve/{A}/{NB}", f"../../../solutions/{A}/{NB}")], "link"),
-    ({f"submitted/eve/no_such_assignment/{NB}": b"{}"}, (), "no assignment"),
-    # newline-student-id: `$` matched before the trailing newline and made a second "alice"
-    ({f"submitted/alice\n/{A}/{NB}": notebook_bytes()}, (), "control character"),
-    ({f"submitted/eve/{A}\r/{NB}": notebook_bytes()}, (), "control character"),
-], ids=["zip-replaces-package", "dotdot-path", "zip-replaces-solutions", "absolute-path", "symlink-entry",
-        "unknown-assignment", "newline-student-id", "carriage-return-in-folder"])
+@pytest.mark.parametrize(
+    "entries,links,why",
+    [
+        (
+            {
+                f"submitted/eve/{A}/{NB}": b"{}",
+                "autograder/__init__.py": b"import os; os.system('id')",
+            },
+            (),
+            "outside submitted/",
+        ),
+        (
+            {
+                f"submitted/eve/{A}/{NB}": b"{}",
+                f"submitted/eve/{A}/../../../autograder/checks.py": b"x",
+            },
+            (),
+            "'..'",
+        ),
+        (
+            {f"submitted/eve/{A}/{NB}": b"{}", f"solutions/{A}/{NB}": b"{}"},
+            (),
+            "outside submitted/",
+        ),
+        ({"/etc/cron.d/x": b"x"}, (), "absolute"),
+        ({}, [(f"submitted/eve/{A}/{NB}", f"../../../solutions/{A}/{NB}")], "link"),
+        ({f"submitted/eve/no_such_assignment/{NB}": b"{}"}, (), "no assignment"),
+        # newline-student-id: `$` matched before the trailing newline and made a second "alice"
+        ({f"submitted/alice\n/{A}/{NB}": notebook_bytes()}, (), "control character"),
+        ({f"submitted/eve/{A}\r/{NB}": notebook_bytes()}, (), "control character"),
+    ],
+    ids=[
+        "zip-replaces-package",
+        "dotdot-path",
+        "zip-replaces-solutions",
+        "absolute-path",
+        "symlink-entry",
+        "unknown-assignment",
+        "newline-student-id",
+        "carriage-return-in-folder",
+    ],
+)
 def test_hostile_zip_is_refused_whole(course, tmp_path, entries, links, why):
     before = sorted(p.relative_to(course.root) for p in course.root.rglob("*"))
     z = make_zip(tmp_path / "eve.zip", entries, links)

@@ -6,6 +6,7 @@ main() resolves the device's index before ``torch.cuda.set_device``: as shipped,
 GPU. The measuring code runs on the CPU under the faked statistics, and its models run a
 training and a no_grad step on the CPU, so a typo there shows up here.
 """
+
 import subprocess
 import sys
 from unittest import mock
@@ -20,14 +21,16 @@ SCRIPT = SCRIPTS / "cuda_relu_memory.py"
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: it would measure")
 def test_without_cuda_one_line_and_status_0():
-    result = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.strip().splitlines()) == 1 and "CUDA" in result.stdout
 
 
-@pytest.mark.parametrize("argv, index",
-                         [([], 0), (["--device", "cuda"], 0), (["--device", "cuda:1"], 1)])
+@pytest.mark.parametrize(
+    "argv, index", [([], 0), (["--device", "cuda"], 0), (["--device", "cuda:1"], 1)]
+)
 def test_main_sets_a_device_with_an_index(argv, index, capsys):
     script = load("cuda_relu_memory")
     with fake_cuda() as cuda, mock.patch.object(script, "table", return_value="TABLE") as table:
@@ -42,7 +45,7 @@ def test_measuring_code_runs_under_fake_statistics():
     script = load("cuda_relu_memory")
     with fake_cuda() as cuda:
         result = script.measure("MLP", True, "training", torch.device("cpu"))
-    assert result == (100 * MiB, 150 * MiB, 200 * MiB, 200 * MiB)   # before, peak, reserved x 2
+    assert result == (100 * MiB, 150 * MiB, 200 * MiB, 200 * MiB)  # before, peak, reserved x 2
     cuda.reset_peak_memory_stats.assert_called()
 
 

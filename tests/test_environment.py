@@ -1,4 +1,5 @@
 """The three places that name dependency versions must agree."""
+
 import re
 import tomllib
 from pathlib import Path
@@ -57,7 +58,9 @@ def test_environment_yml_uses_conda_forge_and_python_311():
 def test_lock_agrees_with_pyproject():
     lock = lock_pins()
     for name, version in pyproject_pins().items():
-        assert lock.get(name) == version, f"requirements.lock pins {name}=={lock.get(name)}, pyproject {version}"
+        assert lock.get(name) == version, (
+            f"requirements.lock pins {name}=={lock.get(name)}, pyproject {version}"
+        )
 
 
 def test_installed_versions_match_the_lock():
@@ -65,4 +68,6 @@ def test_installed_versions_match_the_lock():
 
     for name, pinned in pyproject_pins().items():
         installed = version(name).split("+")[0]
-        assert installed == pinned, f"{name}: installed {installed}, pinned {pinned} (run `make venv`)"
+        assert installed == pinned, (
+            f"{name}: installed {installed}, pinned {pinned} (run `make venv`)"
+        )

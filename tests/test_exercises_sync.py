@@ -4,6 +4,7 @@ Regenerate every assignment into a temporary course with the real `nbgrader
 generate_assignment` and compare with the committed exercises/, ignoring only volatile
 metadata. Fix a failure with `make exercises` and commit the result.
 """
+
 import json
 
 import nbformat
@@ -20,8 +21,11 @@ def regenerated(tmp_path_factory):
 
 
 def _files(root):
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
-                  and ".ipynb_checkpoints" not in p.parts)
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and ".ipynb_checkpoints" not in p.parts
+    )
 
 
 @pytest.mark.slow  # nbgrader generate_assignment of every assignment
@@ -49,4 +53,6 @@ def test_release_has_no_solutions_or_hidden_tests(assignment):
         for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
             assert marker not in text, f"{path} still contains {marker!r}"
         nb = nbformat.read(path, as_version=4)
-        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{path} has outputs"
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), (
+            f"{path} has outputs"
+        )

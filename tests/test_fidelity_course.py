@@ -10,6 +10,7 @@ finite with sum and list), returned closures and a callable object, dict and lis
 updates, a container class (len, in, indexing, iteration), partial credit. Measured on main before this
 change: 30 of its first 48 cells (students alice to dave) identical to stock (the instructor's own answers: 6/16 points).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -47,7 +48,10 @@ def test_idioms_course_gets_exactly_nbgrader_autograde_scores(pyidioms):
     assert sum(v for (s, _, _), v in ours.items() if s == "dave") == 0
     assert ours[("bob", "ps1", "test_stats_partial")] == 1.0
     assert ours[("bob", "ps1", "test_account_rejects")] == 0.0
-    assert ours[("bob", "ps1", "test_inventory")] == 0.0 and ours[("carol", "ps1", "test_inventory")] == 1.0
+    assert (
+        ours[("bob", "ps1", "test_inventory")] == 0.0
+        and ours[("carol", "ps1", "test_inventory")] == 1.0
+    )
 
 
 def test_feedback_shows_the_student_exception_as_one_kernel_would(pyidioms):
@@ -61,4 +65,6 @@ def test_feedback_shows_the_student_exception_as_one_kernel_would(pyidioms):
     page = (pyidioms["ours"] / "out" / "feedback" / "dave" / "ps1" / "ps1.html").read_text()
     assert "NotImplementedError" in page
     page = (pyidioms["ours"] / "out" / "feedback" / "erin" / "ps1" / "ps1.html").read_text()
-    assert "TypeError" in page and "&#x27;Deck&#x27; object is not subscriptable" in page.replace("&#39;", "&#x27;")
+    assert "TypeError" in page and "&#x27;Deck&#x27; object is not subscriptable" in page.replace(
+        "&#39;", "&#x27;"
+    )

@@ -2,6 +2,7 @@
 ipykernel tests its message spec: an example of each kind validates, a broken one does not, and
 the frames of a real grading run (supervisor, zygote, relay, judge) are each of a kind the spec
 names, with the fields it names."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,9 +14,21 @@ OBS = b'{"value": 2}'
 CALL = b"\x80\x05pickled call"
 
 EXAMPLES = {
-    ("zygote", "in", "config"): ({"sandboxed": True, "scratch": "/t/work", "outdir": "/t/out", "home": "/t/home",
-                                  "tmp": "/t", "preload": ["torch"]}, b""),
-    ("zygote", "in", "grade"): ({"op": "grade", "limits": {"timeout": 5.0, "wall": 600.0}}, b'{"items": []}'),
+    ("zygote", "in", "config"): (
+        {
+            "sandboxed": True,
+            "scratch": "/t/work",
+            "outdir": "/t/out",
+            "home": "/t/home",
+            "tmp": "/t",
+            "preload": ["torch"],
+        },
+        b"",
+    ),
+    ("zygote", "in", "grade"): (
+        {"op": "grade", "limits": {"timeout": 5.0, "wall": 600.0}},
+        b'{"items": []}',
+    ),
     ("zygote", "in", "begin"): ({"op": "begin", "seq": 12345}, b""),
     ("zygote", "in", "call"): ({"op": "call", "seq": 7, "quiet": False, "rng": None}, CALL),
     ("zygote", "in", "more-tests"): ({"op": "more-tests"}, b""),
@@ -25,13 +38,21 @@ EXAMPLES = {
     ("zygote", "in", "quit"): ({"op": "quit"}, b""),
     ("zygote", "out", "ready"): ({"ready": True, "pid": 1}, b""),
     ("zygote", "out", "tests"): ({"ev": "tests", "ks": [0, 1]}, b""),
-    ("zygote", "out", "reply"): ({"ev": "reply", "seq": 7, "names": {"f": {}}, "restored": [], "dtype": "float32"},
-                                 b""),
+    ("zygote", "out", "reply"): (
+        {"ev": "reply", "seq": 7, "names": {"f": {}}, "restored": [], "dtype": "float32"},
+        b"",
+    ),
     ("zygote", "out", "test-exit"): ({"ev": "test-exit", "status": 137, "killed": True}, b""),
     ("zygote", "out", "garbled"): ({"ev": "garbled", "why": "frame of 1 + 2 bytes"}, b""),
-    ("zygote", "out", "done"): ({"ev": "done", "result": {"cells": [], "main": "completed", "garbled": False}}, b""),
+    ("zygote", "out", "done"): (
+        {"ev": "done", "result": {"cells": [], "main": "completed", "garbled": False}},
+        b"",
+    ),
     ("judge", "in", "preload"): ({"preload": ["torch"]}, b""),
-    ("judge", "in", "begin"): ({"op": "begin", "tests": [{"id": "t1", "source": "assert 1", "points": 1}]}, b""),
+    ("judge", "in", "begin"): (
+        {"op": "begin", "tests": [{"id": "t1", "source": "assert 1", "points": 1}]},
+        b"",
+    ),
     ("judge", "in", "test"): ({"op": "test", "k": 0, "names": {}, "dtype": None}, b""),
     ("judge", "in", "reply"): ({"ev": "reply"}, OBS),
     ("judge", "in", "end"): ({"op": "end"}, b""),
@@ -40,9 +61,21 @@ EXAMPLES = {
     ("judge", "out", "child"): ({"ev": "child", "pid": 3}, b""),
     ("judge", "out", "started"): ({"ev": "ready"}, b""),
     ("judge", "out", "call"): ({"op": "call", "quiet": True}, CALL),
-    ("judge", "out", "verdict"): ({"ev": "verdict", "k": 0, "passed": False, "partial": None, "error": "AssertionError",
-                                   "message": "no", "status": None, "stderr": False, "output": "", "seconds": 0.1},
-                                  b""),
+    ("judge", "out", "verdict"): (
+        {
+            "ev": "verdict",
+            "k": 0,
+            "passed": False,
+            "partial": None,
+            "error": "AssertionError",
+            "message": "no",
+            "status": None,
+            "stderr": False,
+            "output": "",
+            "seconds": 0.1,
+        },
+        b"",
+    ),
     ("judge", "out", "child-exit"): ({"ev": "child-exit", "status": 0, "peak_rss_kb": 123456}, b""),
     ("test", "in", "begin"): ({"op": "begin", "seq": 1}, b""),
     ("test", "in", "call"): ({"op": "call", "seq": 2, "quiet": False, "rng": "AAAA"}, CALL),
@@ -123,8 +156,14 @@ def test_a_real_run_speaks_the_spec(monkeypatch, tmp_path):
     monkeypatch.setattr(supervisor._Process, "send", spy_send)
     monkeypatch.setattr(supervisor._Process, "read", spy_read)
     items = [["cell", 0, STUDENT], ["test", 0], ["test", 1], ["test", 2]]
-    task = {"id": "s/a/nb", "items": items, "tests": TESTS, "files": [], "imports": [],
-            "limits": Limits(timeout=3.0, wall=120.0).frame()}
+    task = {
+        "id": "s/a/nb",
+        "items": items,
+        "tests": TESTS,
+        "files": [],
+        "imports": [],
+        "limits": Limits(timeout=3.0, wall=120.0).frame(),
+    }
     sup = supervisor.Supervisor(Options(preload=[], sandbox=False, log_dir=str(tmp_path))).start()
     try:
         result = sup.grade(task)
@@ -137,7 +176,14 @@ def test_a_real_run_speaks_the_spec(monkeypatch, tmp_path):
         kinds.add((ch, direction, validate(ch, direction, header, body)))
     # the kinds this run must have used (abort, garbled, more-tests need a hostile notebook:
     # their examples above stand for them)
-    assert {("zygote", "in", k) for k in ("config", "grade", "begin", "call", "kill-test", "continue", "quit")} <= kinds
+    assert {
+        ("zygote", "in", k)
+        for k in ("config", "grade", "begin", "call", "kill-test", "continue", "quit")
+    } <= kinds
     assert {("zygote", "out", k) for k in ("ready", "tests", "reply", "test-exit", "done")} <= kinds
-    assert {("judge", "in", k) for k in ("preload", "begin", "test", "reply", "end", "quit")} <= kinds
-    assert {("judge", "out", k) for k in ("ready", "child", "started", "call", "verdict", "child-exit")} <= kinds
+    assert {
+        ("judge", "in", k) for k in ("preload", "begin", "test", "reply", "end", "quit")
+    } <= kinds
+    assert {
+        ("judge", "out", k) for k in ("ready", "child", "started", "call", "verdict", "child-exit")
+    } <= kinds

@@ -7,6 +7,7 @@ the release filled with the reference answers (full marks) and the untouched rel
 everywhere). No report ever shows a test's source. Where it cannot run it says why: no
 solutions/ in this copy, no bubblewrap.
 """
+
 import os
 import re
 import shutil
@@ -34,8 +35,14 @@ SOURCE = read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb")
 
 
 def autograder(*args, env=None, cwd=None):
-    result = subprocess.run([str(AUTOGRADER), *map(str, args)], capture_output=True, text=True, timeout=900,
-                            env=env, cwd=cwd)
+    result = subprocess.run(
+        [str(AUTOGRADER), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=cwd,
+    )
     assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
     return result
 
@@ -119,7 +126,10 @@ def test_without_bubblewrap_it_gives_the_install_command():
     result = autograder("check", "--hidden", WRONG, env=env)
     assert result.returncode == 2
     assert "bubblewrap (the grading sandbox) is not installed" in result.stderr
-    assert "sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap\n" in result.stderr
+    assert (
+        "sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap\n"
+        in result.stderr
+    )
 
 
 def test_plain_check_is_unchanged_by_the_full_check():
@@ -135,7 +145,10 @@ def test_plain_check_is_unchanged_by_the_full_check():
 
 
 def progress_lines(text):
-    return {m[0]: (m[1].strip(), m[2]) for m in re.findall(r"^  (\S+)\s+(.+?)\s+score (.+)$", text, re.M)}
+    return {
+        m[0]: (m[1].strip(), m[2])
+        for m in re.findall(r"^  (\S+)\s+(.+?)\s+score (.+)$", text, re.M)
+    }
 
 
 def test_progress_of_the_committed_exercises_is_not_started():
@@ -155,12 +168,17 @@ def test_progress_after_work(tmp_path, answered):
     result = autograder("progress", exercises)
     rows = progress_lines(result.stdout)
     assert rows[EXERCISE] == ("full marks", f"{SOURCE.max_score:g} / {SOURCE.max_score:g}")
-    assert [status for a, (status, _) in rows.items() if a != EXERCISE] == ["not started"] * (len(rows) - 1)
+    assert [status for a, (status, _) in rows.items() if a != EXERCISE] == ["not started"] * (
+        len(rows) - 1
+    )
     assert f"1 of {len(rows)} exercises with full marks" in result.stdout
 
     shutil.copy(WRONG, exercises / EXERCISE / f"{EXERCISE}.ipynb")
     result = autograder("progress", exercises)
-    assert progress_lines(result.stdout)[EXERCISE] == ("visible tests pass", f"14 / {SOURCE.max_score:g}")
+    assert progress_lines(result.stdout)[EXERCISE] == (
+        "visible tests pass",
+        f"14 / {SOURCE.max_score:g}",
+    )
     assert_no_test_source(result.stdout)
 
 

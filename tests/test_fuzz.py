@@ -20,6 +20,7 @@ kernel). A looping first cell in a notebook graded in one kernel (item 10, repor
 repeatable) is in the long run only, skipped here with that reason. Every hostile vector fools
 stock nbgrader and none gains a point here.
 """
+
 from __future__ import annotations
 
 import time
@@ -33,16 +34,29 @@ pytestmark = pytest.mark.usefixtures("needs_bubblewrap")
 REPORT = Path(__file__).resolve().parents[1] / "artifacts" / "fuzz" / "fixed-budget.txt"
 
 # idiom -> issue 26 item: graded below (or above) stock today, in the fixed budget
-FAILING_IDIOMS = {"threadpool_earlier": 5, "many_globals": 6, "numpy_large": 7, "torch_large": 7, "test_forbids_helper": 9}
+FAILING_IDIOMS = {
+    "threadpool_earlier": 5,
+    "many_globals": 6,
+    "numpy_large": 7,
+    "torch_large": 7,
+    "test_forbids_helper": 9,
+}
 # hostile vector -> issue 26 item: a wrong answer that attacks this way scores above its honest twin today
 FAILING_VECTORS = {}
 
 
 def _marked(names, failing):
-    long_run = pytest.mark.skip(reason="long run only (make fuzz): issue 26 item 10, not repeatable")
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"issue 26 item {failing[n]}"))
-            if n in failing else pytest.param(n, marks=long_run) if n in fuzz.LONG_RUN_ONLY else n
-            for n in names]
+    long_run = pytest.mark.skip(
+        reason="long run only (make fuzz): issue 26 item 10, not repeatable"
+    )
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"issue 26 item {failing[n]}"))
+        if n in failing
+        else pytest.param(n, marks=long_run)
+        if n in fuzz.LONG_RUN_ONLY
+        else n
+        for n in names
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +72,9 @@ def fuzzed(tmp_path_factory):
 
 def test_generator_is_seeded_and_every_cell_is_python():
     one, two = fuzz.fixed_budget(), fuzz.fixed_budget()
-    assert [(c.name, c.cell_idiom, c.students) for c in one] == [(c.name, c.cell_idiom, c.students) for c in two]
+    assert [(c.name, c.cell_idiom, c.students) for c in one] == [
+        (c.name, c.cell_idiom, c.students) for c in two
+    ]
     assert {i for c in one for i in c.cell_idiom.values()} == set(fuzz.IDIOMS)
     assert all(2 <= len(c.students) <= 4 for c in one)
     for seed in range(30):
@@ -66,8 +82,13 @@ def test_generator_is_seeded_and_every_cell_is_python():
         for units in course.notebooks.values():
             for unit in units:
                 for cell in unit.cells:
-                    for code in ((cell.right, cell.wrong, cell.alt or "") if isinstance(cell, fuzz.Answer)
-                                 else (cell[2],) if isinstance(cell, tuple) else (cell,)):
+                    for code in (
+                        (cell.right, cell.wrong, cell.alt or "")
+                        if isinstance(cell, fuzz.Answer)
+                        else (cell[2],)
+                        if isinstance(cell, tuple)
+                        else (cell,)
+                    ):
                         compile(code, unit.idiom, "exec")
     for unit in fuzz.hostile_assignment(26).values():
         for vector in fuzz.HOSTILE_VECTORS:
@@ -80,7 +101,9 @@ def test_fixed_budget_compares_every_cell(fuzzed):
     assert s["compared"] == sum(len(c.cell_idiom) * len(c.students) for c in result.courses) > 0
     assert not fuzz.STOCK_ERRORS, fuzz.STOCK_ERRORS
     # every row was graded by both (a missing row is a disagreement, never dropped)
-    assert all(r["stock"] is not None for r in result.rows), [r for r in result.rows if r["stock"] is None]
+    assert all(r["stock"] is not None for r in result.rows), [
+        r for r in result.rows if r["stock"] is None
+    ]
     assert REPORT.read_text().startswith("differential fuzz")
     print(REPORT.read_text())
     print(f"fixed budget: {fuzzed['elapsed']:.1f} s")
@@ -90,8 +113,12 @@ def test_fixed_budget_compares_every_cell(fuzzed):
 def test_idiom_gets_stock_scores(fuzzed, idiom):
     rows = [r for r in fuzzed["result"].rows if r["idiom"] == idiom]
     assert rows, f"{idiom} was not generated"
-    bad = [f"{r['course']} {r['student']} {r['notebook']} {r['grade_id']}: stock {r['stock']}, ours {r['ours']} "
-           f"({r['status']})" for r in rows if not r["agree"]]
+    bad = [
+        f"{r['course']} {r['student']} {r['notebook']} {r['grade_id']}: stock {r['stock']}, ours {r['ours']} "
+        f"({r['status']})"
+        for r in rows
+        if not r["agree"]
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -100,8 +127,11 @@ def test_hostile_student_never_beats_the_honest_wrong_twin(fuzzed, vector):
     rows = [h for h in fuzzed["result"].hostile if h["vector"] == vector]
     assert len(rows) == len(fuzz.hostile_assignment(26))
     assert all(h["stock_wrong"] is not None for h in rows)
-    bad = [f"{h['unit']}: ours {h['ours']} ({h['status']}) > stock honest-wrong {h['stock_wrong']}"
-           for h in rows if not h["holds"]]
+    bad = [
+        f"{h['unit']}: ours {h['ours']} ({h['status']}) > stock honest-wrong {h['stock_wrong']}"
+        for h in rows
+        if not h["holds"]
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -109,11 +139,18 @@ def test_generated_courses_are_honest_under_stock(fuzzed):
     """Stock nbgrader gives the `right` student every point, save where the test forbids the helper
     that student used (test_forbids_helper: 0 by design), and the `wrong` student loses points."""
     rows = fuzzed["result"].rows
-    short = [r for r in rows if r["student"] == "right" and r["idiom"] != "test_forbids_helper"
-             and r["stock"] != r["points"]]
+    short = [
+        r
+        for r in rows
+        if r["student"] == "right"
+        and r["idiom"] != "test_forbids_helper"
+        and r["stock"] != r["points"]
+    ]
     assert not short, short
-    assert sum(r["stock"] for r in rows if r["student"] == "wrong") < sum(r["points"] for r in rows
-                                                                          if r["student"] == "wrong") / 2
+    assert (
+        sum(r["stock"] for r in rows if r["student"] == "wrong")
+        < sum(r["points"] for r in rows if r["student"] == "wrong") / 2
+    )
 
 
 def test_honest_twins_score_as_expected_under_stock(fuzzed):
@@ -123,10 +160,14 @@ def test_honest_twins_score_as_expected_under_stock(fuzzed):
     rows = fuzzed["result"].hostile
     assert rows and all(h["stock_wrong"] == 0 for h in rows), rows
     for vector in fuzz.HOSTILE_VECTORS:
-        assert any(h["stock_attack"] > h["stock_wrong"] for h in rows if h["vector"] == vector), vector
+        assert any(h["stock_attack"] > h["stock_wrong"] for h in rows if h["vector"] == vector), (
+            vector
+        )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 item 6 (exit status): grader-error rows leave the run exiting 0")
+@pytest.mark.xfail(
+    strict=True, reason="issue 26 item 6 (exit status): grader-error rows leave the run exiting 0"
+)
 def test_grader_error_rows_make_the_run_exit_3(fuzzed):
     """The README: any `grader-error` row makes `autograder grade` exit 3. The hostile twin's
     students that bind `all` in their globals get such rows today."""

@@ -5,6 +5,7 @@ CUDA: its one line lands in NAME.md, no stderr file); main() under a faked CUDA 
 five scripts in order with their arguments (subprocess faked), records a stopped one, writes
 index.md and exits 1 when a script failed.
 """
+
 import subprocess
 import sys
 from unittest import mock
@@ -17,8 +18,12 @@ from gpu_fakes import SCRIPTS, fake_cuda, load
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: it would measure")
 def test_without_cuda_one_line_and_status_0(tmp_path):
-    result = subprocess.run([sys.executable, str(SCRIPTS / "gpu_all.py"), str(tmp_path / "o")],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gpu_all.py"), str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.strip().splitlines()) == 1 and "CUDA" in result.stdout
 
@@ -34,10 +39,17 @@ def test_run_script_runs_a_real_script(tmp_path):
 
 def test_every_script_has_a_limit_and_all_fit_in_6_minutes():
     script = load("gpu_all")
-    assert list(script.LIMITS) == ["cuda_relu_memory", "gpu_zoo", "gpu_scale", "gpu_reserved",
-                                   "gpu_autocast"]
+    assert list(script.LIMITS) == [
+        "cuda_relu_memory",
+        "gpu_zoo",
+        "gpu_scale",
+        "gpu_reserved",
+        "gpu_autocast",
+    ]
     assert all((SCRIPTS / f"{name}.py").exists() for name in script.LIMITS)
-    assert sum(limit for _, limit in script.LIMITS.values()) <= 420  # one run of the device tool: 7 min
+    assert (
+        sum(limit for _, limit in script.LIMITS.values()) <= 420
+    )  # one run of the device tool: 7 min
 
 
 def test_main_on_a_faked_gpu(tmp_path, capsys):
@@ -57,7 +69,12 @@ def test_main_on_a_faked_gpu(tmp_path, capsys):
     with fake_cuda(), mock.patch.object(script.subprocess, "run", side_effect=fake_run):
         assert script.main([str(tmp_path), "--quick"]) == 1
     assert [c[1].rsplit("/", 1)[-1] for c in commands] == [
-        "cuda_relu_memory.py", "gpu_zoo.py", "gpu_scale.py", "gpu_reserved.py", "gpu_autocast.py"]
+        "cuda_relu_memory.py",
+        "gpu_zoo.py",
+        "gpu_scale.py",
+        "gpu_reserved.py",
+        "gpu_autocast.py",
+    ]
     assert all(c[0] == sys.executable for c in commands)
     assert commands[1][2:] == ["--steps", "5", "--warmup", "2", "--quick"]
     assert (tmp_path / "gpu_zoo.md").read_text() == "table of gpu_zoo.py\n"

@@ -7,6 +7,7 @@ not and G's gradient is the one against the old D; a LayerNorm or BatchNorm1d in
 error back (their weight moved); autocast's cast cache serves the old weight within one region.
 With a faked CUDA device, main() reports the CPU and then the CUDA device (index resolved).
 """
+
 import subprocess
 import sys
 from unittest import mock
@@ -20,8 +21,12 @@ EXPECTED = SCRIPTS.parents[1] / "tests" / "fixtures" / "gpu" / "gpu_autocast_cpu
 
 
 def test_cpu_output_is_the_recorded_one():
-    result = subprocess.run([sys.executable, str(SCRIPTS / "gpu_autocast.py"), "--cpu-only"],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gpu_autocast.py"), "--cpu-only"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines(keepends=True)
     assert lines[0].startswith(f"torch {torch.__version__}, CPU, cuDNN ")
@@ -32,8 +37,9 @@ def test_the_facts_behind_the_table():
     script = load("gpu_autocast")
     cpu, bf16 = torch.device("cpu"), torch.bfloat16
     assert script.outcome(lambda: script.reported_step(cpu, None)).startswith(
-        "RuntimeError: one of the variables needed for gradient computation has been modified")
-    grads = script.reported_step(cpu, bf16)                 # no error under autocast
+        "RuntimeError: one of the variables needed for gradient computation has been modified"
+    )
+    grads = script.reported_step(cpu, bf16)  # no error under autocast
     assert script.same(grads, script.reported_step(cpu, bf16, variant="old D"))
     assert not script.same(grads, script.reported_step(cpu, bf16, variant="updated D"))
     assert script.moved_tensors(cpu, bf16, None) == "none"
@@ -44,8 +50,12 @@ def test_the_facts_behind_the_table():
 def test_main_on_a_faked_gpu(capsys):
     script = load("gpu_autocast")
     seen = []
-    with fake_cuda() as cuda, mock.patch.object(
-            script, "report", side_effect=lambda d: seen.append(d) or f"REPORT {d}\n"):
+    with (
+        fake_cuda() as cuda,
+        mock.patch.object(
+            script, "report", side_effect=lambda d: seen.append(d) or f"REPORT {d}\n"
+        ),
+    ):
         assert script.main([]) == 0
     assert cuda.set_device_calls == [torch.device("cuda", 0)]
     assert seen == [torch.device("cpu"), torch.device("cuda", 0)]

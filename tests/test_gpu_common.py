@@ -3,6 +3,7 @@
 The scripts measure the lessons' own models (course/relu_memory.py, imported, not copied), also
 on a GPU machine without matplotlib; a CUDA device name gets its index before set_device.
 """
+
 import subprocess
 import sys
 
@@ -33,8 +34,9 @@ import gpu_common
 model, inp = gpu_common.relu_memory.build("MLP", True)
 print(tuple(model(inp).shape))
 """
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(64, 256)"
 
@@ -59,5 +61,5 @@ def test_header_and_change():
 def test_peak_step_subtracts_nothing_itself():
     common = load("gpu_common")
     with fake_cuda() as cuda:
-        assert common.peak_step(lambda: None, torch.device("cpu")) == (100 * 2 ** 20, 150 * 2 ** 20)
+        assert common.peak_step(lambda: None, torch.device("cpu")) == (100 * 2**20, 150 * 2**20)
     cuda.reset_peak_memory_stats.assert_called_once()

@@ -4,6 +4,7 @@ No GPU in CI: without CUDA the script prints one line and exits 0; its scaled mo
 training and a no_grad step on the CPU; main() runs end to end on the CPU under a faked CUDA
 device (tests/gpu_fakes.py), the measurement redirected to the CPU.
 """
+
 import subprocess
 import sys
 
@@ -15,8 +16,9 @@ from gpu_fakes import SCRIPTS, fake_cuda, load
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: it would measure")
 def test_without_cuda_one_line_and_status_0():
-    result = subprocess.run([sys.executable, str(SCRIPTS / "gpu_scale.py")], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gpu_scale.py")], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.strip().splitlines()) == 1 and "CUDA" in result.stdout
 
@@ -24,8 +26,9 @@ def test_without_cuda_one_line_and_status_0():
 def test_scaled_models_are_the_lessons_and_run_on_cpu():
     script, run = load("gpu_scale"), load("cuda_relu_memory").run
     models = script.scaled_models(2)
-    assert list(models) == [n.replace("BasicBlock", "BasicBlock(64ch, 56x56)")
-                            for n in script.relu_memory.MODELS]
+    assert list(models) == [
+        n.replace("BasicBlock", "BasicBlock(64ch, 56x56)") for n in script.relu_memory.MODELS
+    ]
     assert models["MLP"][1] == (128, 256)
     assert models["BasicBlock(64ch, 56x56)"][1] == (2, 64, 56, 56)
     for build, shape in models.values():
@@ -46,8 +49,9 @@ def test_main_on_a_faked_gpu(capsys):
 
     with fake_cuda() as cuda, pytest.MonkeyPatch.context() as mp:
         mp.setattr(script, "measure", on_cpu)
-        mp.setattr(script, "scaled_models", lambda batch: {
-            "MLP": (script.relu_memory.mlp, (batch, 256))})
+        mp.setattr(
+            script, "scaled_models", lambda batch: {"MLP": (script.relu_memory.mlp, (batch, 256))}
+        )
         assert script.main(["--batches", "1", "2"]) == 0
     assert cuda.set_device_calls == [torch.device("cuda", 0)]
     assert set(seen) == {torch.device("cuda", 0)} and len(seen) == 2 * 2 * 2

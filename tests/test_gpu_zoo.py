@@ -5,6 +5,7 @@ torchvision it says so and exits 0; the measuring code (warm-up, measured step, 
 comparison, table row) runs on the CPU under faked CUDA statistics with small stand-in models,
 and main() runs end to end with a stand-in for torchvision.models.
 """
+
 import subprocess
 import sys
 import types
@@ -18,15 +19,24 @@ from gpu_fakes import SCRIPTS, fake_cuda, load
 
 def tiny(num_classes=1000):
     """A torchvision-like classifier: ReLU and ReLU6 modules, batch norm, dropout."""
-    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
-                         nn.Conv2d(4, 4, 3), nn.ReLU6(inplace=True), nn.AdaptiveAvgPool2d(1),
-                         nn.Flatten(), nn.Dropout(0.2), nn.Linear(4, num_classes))
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3),
+        nn.BatchNorm2d(4),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(4, 4, 3),
+        nn.ReLU6(inplace=True),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Dropout(0.2),
+        nn.Linear(4, num_classes),
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: it would measure")
 def test_without_cuda_one_line_and_status_0():
-    result = subprocess.run([sys.executable, str(SCRIPTS / "gpu_zoo.py")], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gpu_zoo.py")], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.strip().splitlines()) == 1 and "CUDA" in result.stdout
 
@@ -43,8 +53,9 @@ def test_set_inplace_sets_every_relu():
 def test_rows_on_cpu_under_fake_statistics(mode, dtype):
     script = load("gpu_zoo")
     with fake_cuda():
-        line = script.row("tiny", tiny, 4, mode, dtype, torch.device("cpu"), steps=2, warmup=1,
-                          size=16)
+        line = script.row(
+            "tiny", tiny, 4, mode, dtype, torch.device("cpu"), steps=2, warmup=1, size=16
+        )
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[:6] == ["tiny", "4", mode, "fp32" if dtype is None else "bf16", "2", "50.0"]
     assert cells[6:8] == ["50.0", "+0.0%"]
@@ -69,8 +80,9 @@ def test_main_with_a_stand_in_torchvision(capsys):
 
     def on_cpu(build, batch, inplace, mode, dtype, device, steps, warmup, size=224):
         seen.append((device, batch, steps, warmup))
-        return real_measure(build, batch, inplace, mode, dtype, torch.device("cpu"), steps,
-                            warmup, size=16)
+        return real_measure(
+            build, batch, inplace, mode, dtype, torch.device("cpu"), steps, warmup, size=16
+        )
 
     with fake_cuda(), pytest.MonkeyPatch.context() as mp:
         mp.setattr(script, "torchvision_models", lambda: types.SimpleNamespace(resnet18=tiny))

@@ -10,6 +10,7 @@
 * The gradebook (nbgrader export), the feedback pages (no hidden test source) and the Dask
   scheduler (same CSV as the local pool).
 """
+
 from __future__ import annotations
 
 import csv
@@ -38,21 +39,38 @@ from autograder.grading.intake.collect import read_source
 
 GRADING = Path(__file__).parent / "fixtures" / "grading"
 EXERCISE = "01_relu_inplace"  # the hostile fixtures are built on exercise 1
-BASES = {"correct": "correct-alternative", "values": "mip-values-only", "never": "irs-never-in-place",
-         "blank": "blank"}
+BASES = {
+    "correct": "correct-alternative",
+    "values": "mip-values-only",
+    "never": "irs-never-in-place",
+    "blank": "blank",
+}
 SUBMISSIONS = FIXTURE_SUBMISSIONS / EXERCISE
 FORMULA = '=HYPERLINK("http://example.com/x","click")'
-EXPECTED = {k: v for k, v in json.loads((GRADING / "expected.json").read_text()).items() if not k.startswith("_")}
+EXPECTED = {
+    k: v
+    for k, v in json.loads((GRADING / "expected.json").read_text()).items()
+    if not k.startswith("_")
+}
 HOSTILE = {k: v for k, v in EXPECTED.items() if "sequence" not in v and not v.get("honest")}
-SEQUENCE = sorted((k for k, v in EXPECTED.items() if "sequence" in v), key=lambda k: EXPECTED[k]["sequence"])
+SEQUENCE = sorted(
+    (k for k, v in EXPECTED.items() if "sequence" in v), key=lambda k: EXPECTED[k]["sequence"]
+)
 HONEST_IDIOMS = sorted(k for k, v in EXPECTED.items() if v.get("honest"))
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
-pytestmark = pytest.mark.usefixtures("needs_bubblewrap")  # fails, with the install command, without it
+pytestmark = pytest.mark.usefixtures(
+    "needs_bubblewrap"
+)  # fails, with the install command, without it
 
 
 def grade(*args, timeout=1200, env=None):
-    proc = subprocess.run([AUTOGRADER, "grade", *map(str, args), "--quiet"], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    proc = subprocess.run(
+        [AUTOGRADER, "grade", *map(str, args), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     return proc
 
 
@@ -62,8 +80,12 @@ def read_csv(path):
 
 
 def autograded_outputs(course_root, student, assignment=EXERCISE, notebook=EXERCISE):
-    nb = nbformat.read(Path(course_root) / "autograded" / student / assignment / f"{notebook}.ipynb", as_version=4)
-    return "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    nb = nbformat.read(
+        Path(course_root) / "autograded" / student / assignment / f"{notebook}.ipynb", as_version=4
+    )
+    return "\n".join(
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    )
 
 
 def submit(folder, student, assignment, notebook_path, name=None):
@@ -97,8 +119,21 @@ def hostile(tmp_path_factory):
     # newline-student-id: a second "alice" (`$` matched before the newline)
     submit(submitted, "alice\n", EXERCISE, SUBMISSIONS / "correct-alternative.ipynb")
     out = root / "out"
-    proc = grade(submitted, "--out", out, "--course", course.root, "--jobs", "2", "--timeout", "4",
-                 "--memory-limit", "512M", "--output-limit", "1M")
+    proc = grade(
+        submitted,
+        "--out",
+        out,
+        "--course",
+        course.root,
+        "--jobs",
+        "2",
+        "--timeout",
+        "4",
+        "--memory-limit",
+        "512M",
+        "--output-limit",
+        "1M",
+    )
     rows = read_csv(out / "grades.csv") if (out / "grades.csv").exists() else []
     return {"proc": proc, "rows": rows, "out": out, "course": course}
 
@@ -112,10 +147,14 @@ def test_hostile_run_succeeds(hostile):
 def test_csv_has_exactly_the_columns_and_every_submission_its_rows(hostile):
     header = (hostile["out"] / "grades.csv").read_text().splitlines()[0]
     assert header == "student,assignment,notebook,grade_id,score,max_score,status"
-    tests = [t.grade_id for t in read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb").tests]
+    tests = [
+        t.grade_id for t in read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb").tests
+    ]
     for case in HOSTILE:
         got = [r["grade_id"] for r in hostile["rows"] if r["student"] == case]
-        assert got == tests, f"{case}: rows for {got}"  # also: no row for a student's fake test cell
+        assert got == tests, (
+            f"{case}: rows for {got}"
+        )  # also: no row for a student's fake test cell
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -132,26 +171,36 @@ def check_case(case, all_rows, course, stock_grades, student=None):
     assert rows, f"no rows for {case}"
     problems = []
     for gid, row in rows.items():
-        status = next((s for pattern, s in spec.get("status", {}).items() if fnmatch.fnmatch(gid, pattern)), "ok")
+        status = next(
+            (s for pattern, s in spec.get("status", {}).items() if fnmatch.fnmatch(gid, pattern)),
+            "ok",
+        )
         base_score, max_score = base[gid]
         score = 0.0 if any(fnmatch.fnmatch(gid, p) for p in spec.get("zero", [])) else base_score
         if row["status"] != status:
             problems.append(f"{gid}: status {row['status']}, expected {status}")
         if float(row["score"]) != score and spec.get("compare") != "le":
             problems.append(f"{gid}: score {row['score']}, expected {score:g}")
-        assert float(row["score"]) <= base_score, f"{case}: {gid} scores more than the honest notebook"
+        assert float(row["score"]) <= base_score, (
+            f"{case}: {gid} scores more than the honest notebook"
+        )
         assert float(row["max_score"]) == max_score
     assert not problems, f"{case}:\n" + "\n".join(problems)
     if "output" in spec:
         out = autograded_outputs(course.root, student)
-        assert spec["output"] in out, f"{case}: {spec['output']!r} not in the output:\n{out[-3000:]}"
+        assert spec["output"] in out, (
+            f"{case}: {spec['output']!r} not in the output:\n{out[-3000:]}"
+        )
 
 
 def test_forged_deep_reply_leaves_the_judge_bounded(hostile):
     """forged-deep-reply answered calls with 93 MB of nested lists (the v2 judge, with no memory
     limit, took 4.9 GB decoding one): the judge's peak resident memory (its own report, per
     submission, in logs/judge-memory.tsv) stays under 1 GB, and the other submissions were graded."""
-    lines = [line.split("\t") for line in (hostile["out"] / "logs" / "judge-memory.tsv").read_text().splitlines()]
+    lines = [
+        line.split("\t")
+        for line in (hostile["out"] / "logs" / "judge-memory.tsv").read_text().splitlines()
+    ]
     peaks = {key.split("/")[0]: int(kb) for key, kb in lines}
     assert "forged-deep-reply" in peaks and len(peaks) > 10, peaks
     assert max(peaks.values()) < 1 << 20, peaks  # kB
@@ -161,48 +210,86 @@ def test_forged_deep_reply_leaves_the_judge_bounded(hostile):
 
 def test_formula_student_id_is_refused_and_never_a_formula(hostile):
     rows = [r for r in hostile["rows"] if "HYPERLINK" in r["student"]]
-    assert rows and {r["status"] for r in rows} == {"refused"} and {r["score"] for r in rows} == {"0"}
+    assert (
+        rows and {r["status"] for r in rows} == {"refused"} and {r["score"] for r in rows} == {"0"}
+    )
     text = (hostile["out"] / "grades.csv").read_text()
     for line in text.splitlines()[1:]:
         for cell in next(csv.reader([line])):
-            assert cell[:1] not in ("=", "+", "@") and not (cell[:1] == "-" and not cell[1:2].isdigit()), line
+            assert cell[:1] not in ("=", "+", "@") and not (
+                cell[:1] == "-" and not cell[1:2].isdigit()
+            ), line
     assert not (hostile["out"] / "feedback" / FORMULA).exists()
 
 
 def test_newline_student_id_is_refused(hostile):
     rows = [r for r in hostile["rows"] if r["student"].startswith("alice")]
     # refused, and shown escaped: no control character in any artifact
-    assert rows and {(r["student"], r["status"], r["score"]) for r in rows} == {("alice\\n", "refused", "0")}
+    assert rows and {(r["student"], r["status"], r["score"]) for r in rows} == {
+        ("alice\\n", "refused", "0")
+    }
     assert not [p for p in (hostile["out"] / "feedback").iterdir() if p.name.startswith("alice")]
-    assert not [line for line in (hostile["out"] / "review.txt").read_text().splitlines() if line.startswith("/")]
+    assert not [
+        line
+        for line in (hostile["out"] / "review.txt").read_text().splitlines()
+        if line.startswith("/")
+    ]
 
 
 def test_duplicate_test_cell_carries_nothing_into_any_artifact(hostile):
     """A copy of a test cell with a fabricated HTML output (a script): the autograded notebook
     (formgrader, `nbgrader generate_feedback`) shows only what the grader produced, once per test."""
-    path = hostile["course"].root / "autograded" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.ipynb"
+    path = (
+        hostile["course"].root
+        / "autograded"
+        / "duplicate-test-cell-html"
+        / EXERCISE
+        / f"{EXERCISE}.ipynb"
+    )
     assert "<script" not in path.read_text()
     nb = nbformat.read(path, as_version=4)
-    gids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    gids = [
+        c.metadata["nbgrader"]["grade_id"]
+        for c in nb.cells
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+    ]
     assert len(gids) == len(set(gids))
     page = hostile["out"] / "feedback" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.html"
     assert "<script" not in page.read_text()
     course = hostile["course"]
-    course.nbgrader("generate_feedback", EXERCISE, "--student", "duplicate-test-cell-html", "--force")
-    html = (course.root / "feedback" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.html").read_text()
-    assert "document.title" not in html and "100/100" not in html  # (nbgrader's own page has scripts)
+    course.nbgrader(
+        "generate_feedback", EXERCISE, "--student", "duplicate-test-cell-html", "--force"
+    )
+    html = (
+        course.root / "feedback" / "duplicate-test-cell-html" / EXERCISE / f"{EXERCISE}.html"
+    ).read_text()
+    assert (
+        "document.title" not in html and "100/100" not in html
+    )  # (nbgrader's own page has scripts)
 
 
 def test_writes_outside_changed_nothing_on_the_host(hostile):
-    places = [REPO, REPO / "autograder", Path(sys.prefix), Path("/root"), Path("/home"), Path("/usr"),
-              Path("/etc"), Path("/")]
+    places = [
+        REPO,
+        REPO / "autograder",
+        Path(sys.prefix),
+        Path("/root"),
+        Path("/home"),
+        Path("/usr"),
+        Path("/etc"),
+        Path("/"),
+    ]
     assert not [p for p in places if (p / "HACKED-writes-outside.txt").exists()]
-    assert "writes-outside wrote: []" in autograded_outputs(hostile["course"].root, "writes-outside")
+    assert "writes-outside wrote: []" in autograded_outputs(
+        hostile["course"].root, "writes-outside"
+    )
 
 
 def test_feedback_shows_messages_never_hidden_test_source(hostile):
     source = read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb")
-    page = (hostile["out"] / "feedback" / "deleted-test-cell" / EXERCISE / f"{EXERCISE}.html").read_text()
+    page = (
+        hostile["out"] / "feedback" / "deleted-test-cell" / EXERCISE / f"{EXERCISE}.html"
+    ).read_text()
     # the failing hidden test: its name, its points and the check's message, no source
     assert "test_modifies_in_place_unchanged_values" in page
     assert "0 / 1" in page
@@ -216,7 +303,9 @@ def test_feedback_shows_messages_never_hidden_test_source(hostile):
 
 
 def test_patched_torch_is_put_back_and_the_student_told(hostile):
-    page = (hostile["out"] / "feedback" / "monkeypatch-allclose" / EXERCISE / f"{EXERCISE}.html").read_text()
+    page = (
+        hostile["out"] / "feedback" / "monkeypatch-allclose" / EXERCISE / f"{EXERCISE}.html"
+    ).read_text()
     assert "replaced torch.allclose" in page
     assert "put back before each test" in page
 
@@ -234,23 +323,39 @@ def test_hidden_tests_never_reach_the_student_process(hostile):
     """leaks-hidden-tests searched every frame and object of its process for test source and printed it."""
     source = read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb")
     # what the student's own copy holds (the release: visible tests, "Try it" cells) is no secret
-    release = "\n".join(c.source for c in nbformat.read(EXERCISES / EXERCISE / f"{EXERCISE}.ipynb", as_version=4).cells)
+    release = "\n".join(
+        c.source
+        for c in nbformat.read(EXERCISES / EXERCISE / f"{EXERCISE}.ipynb", as_version=4).cells
+    )
     out = autograded_outputs(hostile["course"].root, "leaks-hidden-tests")
-    page = (hostile["out"] / "feedback" / "leaks-hidden-tests" / EXERCISE / f"{EXERCISE}.html").read_text()
+    page = (
+        hostile["out"] / "feedback" / "leaks-hidden-tests" / EXERCISE / f"{EXERCISE}.html"
+    ).read_text()
     assert "LOOT 0 strings:" in out, out[:2000]  # it searched its whole process and found nothing
     for test in source.tests:
         for line in test.source.splitlines():
             line = line.strip()
             if len(line) > 25 and not line.startswith("#") and line not in release:
-                assert line not in out and line not in page, f"test source reached the student: {line}"
+                assert line not in out and line not in page, (
+                    f"test source reached the student: {line}"
+                )
 
 
 def _hidden_lines():
     """The hidden tests' source lines a student has no copy of (not in the release)."""
     source = read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb")
-    release = "\n".join(c.source for c in nbformat.read(EXERCISES / EXERCISE / f"{EXERCISE}.ipynb", as_version=4).cells)
-    return [line.strip() for test in source.tests for line in test.source.splitlines()
-            if len(line.strip()) > 25 and not line.strip().startswith("#") and line.strip() not in release]
+    release = "\n".join(
+        c.source
+        for c in nbformat.read(EXERCISES / EXERCISE / f"{EXERCISE}.ipynb", as_version=4).cells
+    )
+    return [
+        line.strip()
+        for test in source.tests
+        for line in test.source.splitlines()
+        if len(line.strip()) > 25
+        and not line.strip().startswith("#")
+        and line.strip() not in release
+    ]
 
 
 def test_nothing_of_the_tests_crosses_but_arguments(hostile):
@@ -265,8 +370,15 @@ def test_nothing_of_the_tests_crosses_but_arguments(hostile):
     out = autograded_outputs(hostile["course"].root, "harvests-shipped-objects")
     counts = re.findall(r"harvests-shipped-objects found: (\d+) docstrings: (\d+)", out)
     assert counts and all(c == ("0", "0") for c in counts), counts
-    page = html.unescape((hostile["out"] / "feedback" / "raises-with-caller-docstring" / EXERCISE
-                          / f"{EXERCISE}.html").read_text())
+    page = html.unescape(
+        (
+            hostile["out"]
+            / "feedback"
+            / "raises-with-caller-docstring"
+            / EXERCISE
+            / f"{EXERCISE}.html"
+        ).read_text()
+    )
     out = autograded_outputs(hostile["course"].root, "raises-with-caller-docstring")
     assert page.count("caller says:") >= 10  # the attack ran in (nearly) every test
     assert "<test " not in page and "<test " not in out
@@ -276,7 +388,13 @@ def test_nothing_of_the_tests_crosses_but_arguments(hostile):
 
 def test_output_stays_bounded(hostile):
     """3,000 cells printing 20,000 characters each: the autograded notebook and feedback stay small."""
-    nb = hostile["course"].root / "autograded" / "output-amplification" / EXERCISE / f"{EXERCISE}.ipynb"
+    nb = (
+        hostile["course"].root
+        / "autograded"
+        / "output-amplification"
+        / EXERCISE
+        / f"{EXERCISE}.ipynb"
+    )
     assert nb.stat().st_size < 8_000_000, nb.stat().st_size
     page = hostile["out"] / "feedback" / "output-amplification" / EXERCISE / f"{EXERCISE}.html"
     assert page.stat().st_size < 1_000_000
@@ -286,8 +404,20 @@ def test_wall_limit_stops_a_notebook(tmp_path):
     """Each cell is under --timeout, the notebook is not under --wall-limit."""
     course = TempCourse(tmp_path / "course", [EXERCISE])
     submit(tmp_path / "submitted", "slow", EXERCISE, GRADING / "infinite-loop-cell.ipynb")
-    proc = grade(tmp_path / "submitted", "--out", tmp_path / "out", "--course", course.root, "--jobs", "1",
-                 "--timeout", "60", "--wall-limit", "4", "--no-gradebook")
+    proc = grade(
+        tmp_path / "submitted",
+        "--out",
+        tmp_path / "out",
+        "--course",
+        course.root,
+        "--jobs",
+        "1",
+        "--timeout",
+        "60",
+        "--wall-limit",
+        "4",
+        "--no-gradebook",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = read_csv(tmp_path / "out" / "grades.csv")
     before = [r for r in rows if r["grade_id"].startswith("test_modifies_in_place")]
@@ -308,25 +438,33 @@ def test_nothing_survives_a_submission(tmp_path):
     submit(submitted, "2-leftover-daemon", EXERCISE, GRADING / "leftover-daemon.ipynb")
     submit(submitted, "3-writes-outside", EXERCISE, GRADING / "writes-outside.ipynb")
     check = nbformat.read(EXERCISES / EXERCISE / f"{EXERCISE}.ipynb", as_version=4)
-    check.cells.insert(2, nbformat.v4.new_code_cell(
-        "import os, tempfile\n"
-        "alive = []\n"
-        "for pid in range(2, 4096):\n"
-        "    if pid in (os.getpid(), os.getppid()):\n"
-        "        continue\n"
-        "    try:\n"
-        "        os.kill(pid, 0)\n"
-        "        alive.append(pid)\n"
-        "    except ProcessLookupError:\n"
-        "        pass\n"
-        "print('check: processes', alive, 'scratch', os.listdir('.'), 'tmp', sorted(os.listdir(tempfile.gettempdir())),\n"
-        "      'shm', os.listdir('/dev/shm'), 'dev-leftover', os.path.exists('/dev/leftover'))", id="check"))
+    check.cells.insert(
+        2,
+        nbformat.v4.new_code_cell(
+            "import os, tempfile\n"
+            "alive = []\n"
+            "for pid in range(2, 4096):\n"
+            "    if pid in (os.getpid(), os.getppid()):\n"
+            "        continue\n"
+            "    try:\n"
+            "        os.kill(pid, 0)\n"
+            "        alive.append(pid)\n"
+            "    except ProcessLookupError:\n"
+            "        pass\n"
+            "print('check: processes', alive, 'scratch', os.listdir('.'), 'tmp', sorted(os.listdir(tempfile.gettempdir())),\n"
+            "      'shm', os.listdir('/dev/shm'), 'dev-leftover', os.path.exists('/dev/leftover'))",
+            id="check",
+        ),
+    )
     nbformat.write(check, tmp_path / "check.ipynb")
     submit(submitted, "4-check", EXERCISE, tmp_path / "check.ipynb")
     proc = grade(submitted, "--out", tmp_path / "out", "--course", course.root, "--jobs", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = autograded_outputs(course.root, "4-check")
-    assert "check: processes [] scratch [] tmp ['home', 'out', 'work'] shm [] dev-leftover False" in out, out
+    assert (
+        "check: processes [] scratch [] tmp ['home', 'out', 'work'] shm [] dev-leftover False"
+        in out
+    ), out
     rows = read_csv(tmp_path / "out" / "grades.csv")
     assert {r["status"] for r in rows if r["student"] != "4-check"} == {"ok"}
 
@@ -345,15 +483,20 @@ def sequence(tmp_path_factory):
         submit(submitted, student, EXERCISE, GRADING / f"{case}.ipynb")
         if case == "data-file-beside-notebook":
             (submitted / student / EXERCISE / "data.csv").write_text(
-                "".join(f"{i},{i * 0.5:.6f},{(i * 7919) % 1000003}\n" for i in range(185_000)))
+                "".join(f"{i},{i * 0.5:.6f},{(i * 7919) % 1000003}\n" for i in range(185_000))
+            )
     out = root / "out"
-    proc = grade(submitted, "--out", out, "--course", course.root, "--jobs", "1")  # the course's timeout (120 s)
+    proc = grade(
+        submitted, "--out", out, "--course", course.root, "--jobs", "1"
+    )  # the course's timeout (120 s)
     rows = read_csv(out / "grades.csv") if (out / "grades.csv").exists() else []
     return {"proc": proc, "rows": rows, "out": out, "course": course, "students": students}
 
 
 @pytest.mark.parametrize("case", SEQUENCE + HONEST_IDIOMS)
-def test_nothing_of_a_submission_reaches_the_next_and_honest_idioms_pass(case, sequence, stock_grades):
+def test_nothing_of_a_submission_reaches_the_next_and_honest_idioms_pass(
+    case, sequence, stock_grades
+):
     """reads-zygote-memory: the zygote that forks every student process never held an earlier
     submission (a later student scanning its own memory finds nothing of it); sysv-shm-survives:
     each submission has an IPC namespace of its own; big-global, big-debug-print,
@@ -401,11 +544,20 @@ def honest(tmp_path_factory):
 
 def test_honest_submissions_get_exactly_stock_nbgrader_scores(honest, stock_grades):
     assert honest["proc"].returncode == 0, honest["proc"].stdout + honest["proc"].stderr
-    ours = {(r["assignment"], r["student"], r["notebook"], r["grade_id"]): (float(r["score"]), float(r["max_score"]))
-            for r in honest["rows"]}
-    stock = {(a, student, nb, gid): score
-             for a, students in stock_grades.items() for student, nbs in students.items()
-             for nb, grades in nbs.items() for gid, score in grades.items()}
+    ours = {
+        (r["assignment"], r["student"], r["notebook"], r["grade_id"]): (
+            float(r["score"]),
+            float(r["max_score"]),
+        )
+        for r in honest["rows"]
+    }
+    stock = {
+        (a, student, nb, gid): score
+        for a, students in stock_grades.items()
+        for student, nbs in students.items()
+        for nb, grades in nbs.items()
+        for gid, score in grades.items()
+    }
     assert ours == stock
     assert {r["status"] for r in honest["rows"]} == {"ok"}
     assert (honest["out"] / "review.txt").read_text() == ""
@@ -415,10 +567,16 @@ def test_gradebook_feeds_nbgrader_export(honest):
     course = honest["course"]
     for a in assignments():
         assert course.scores(a) == {
-            student: {nb: {r["grade_id"]: (float(r["score"]), float(r["max_score"]))
-                           for r in honest["rows"] if (r["student"], r["assignment"], r["notebook"]) == (student, a, nb)}
-                      for nb in notebooks(a)}
-            for student in {r["student"] for r in honest["rows"] if r["assignment"] == a}}
+            student: {
+                nb: {
+                    r["grade_id"]: (float(r["score"]), float(r["max_score"]))
+                    for r in honest["rows"]
+                    if (r["student"], r["assignment"], r["notebook"]) == (student, a, nb)
+                }
+                for nb in notebooks(a)
+            }
+            for student in {r["student"] for r in honest["rows"] if r["assignment"] == a}
+        }
     course.nbgrader("export")
     exported = read_csv(course.root / "grades.csv")
     totals = {}
@@ -427,7 +585,10 @@ def test_gradebook_feeds_nbgrader_export(honest):
         totals[key] = totals.get(key, 0.0) + float(r["score"])
     # nbgrader exports every student of the gradebook for every assignment: 0 where none was submitted
     assert {(r["assignment"], r["student_id"]): float(r["score"]) for r in exported} == {
-        (a, student): totals.get((a, student), 0.0) for a in assignments() for student in {s for _, s in totals}}
+        (a, student): totals.get((a, student), 0.0)
+        for a in assignments()
+        for student in {s for _, s in totals}
+    }
     for a in assignments():
         for nb in notebooks(a):
             assert (course.root / "autograded" / "solution" / a / f"{nb}.ipynb").exists()
@@ -436,10 +597,21 @@ def test_gradebook_feeds_nbgrader_export(honest):
 def test_dask_scheduler_gives_the_same_csv(honest, tmp_path):
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster:
-        proc = grade(honest["course"].root / "submitted", "--out", tmp_path / "out", "--course",
-                     honest["course"].root, "--scheduler", cluster.scheduler_address, "--no-gradebook")
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        proc = grade(
+            honest["course"].root / "submitted",
+            "--out",
+            tmp_path / "out",
+            "--course",
+            honest["course"].root,
+            "--scheduler",
+            cluster.scheduler_address,
+            "--no-gradebook",
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Dask cluster" in proc.stdout
-    assert (tmp_path / "out" / "grades.csv").read_text() == (honest["out"] / "grades.csv").read_text()
+    assert (tmp_path / "out" / "grades.csv").read_text() == (
+        honest["out"] / "grades.csv"
+    ).read_text()

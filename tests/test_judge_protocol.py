@@ -6,6 +6,7 @@ graded in one kernel, calibrate.py) makes the child start at once; before the fi
 could arrive first and the supervisor failed that notebook ("the judge did not start a
 submission: {'ev': 'ready'}", status grader-error), on about one notebook in seven.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -15,8 +16,12 @@ from autograder.wire.frames import read_frame, write_frame
 
 
 def test_child_frame_always_precedes_ready():
-    proc = subprocess.Popen(python_command("host.judge"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        python_command("host.judge"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     to_judge, from_judge = proc.stdin.fileno(), proc.stdout.fileno()
     try:
         write_frame(to_judge, {"preload": []})

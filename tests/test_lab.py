@@ -1,4 +1,5 @@
 """`make lab` serves JupyterLab on the course (checked over HTTP, as a browser would)."""
+
 import json
 import os
 import signal
@@ -33,8 +34,14 @@ def lab(tmp_path_factory):
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(log.parent / "runtime"))
     args = f"--no-browser --port {port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
     with open(log, "w") as out:
-        proc = subprocess.Popen(["make", "--no-print-directory", "lab", f"LAB_ARGS={args}"], cwd=REPO,
-                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            ["make", "--no-print-directory", "lab", f"LAB_ARGS={args}"],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 120
@@ -66,7 +73,8 @@ def test_root_opens_the_course(lab):
     with urllib.request.urlopen(f"{base}/?token={token}", timeout=5) as response:
         assert "/lab/tree/course/" in response.url
         assert response.url.split("?")[0].endswith("/lab/tree/course/00_start_here.ipynb"), (
-            f"make lab must open the start page, not {response.url}")
+            f"make lab must open the start page, not {response.url}"
+        )
 
 
 def test_course_and_exercises_are_listed(lab):
@@ -76,7 +84,8 @@ def test_course_and_exercises_are_listed(lab):
     assert {p.name for p in (REPO / "course").glob("*.ipynb")} <= lessons
     _, body = _get(f"{base}/api/contents/exercises?token={token}")
     assert {item["name"] for item in json.loads(body)["content"]} >= {
-        p.name for p in (REPO / "exercises").iterdir() if p.is_dir()}
+        p.name for p in (REPO / "exercises").iterdir() if p.is_dir()
+    }
 
 
 def test_python_kernel_from_the_venv_is_available(lab):

@@ -7,6 +7,7 @@ grader, and in the grader the code that runs inside the sandbox (``grading.insid
 code that runs on the host (``grading.host``) never import each other. No import circle anywhere,
 not even one hidden in a function.
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,26 +20,26 @@ PACKAGE = Path(__file__).resolve().parents[1] / "autograder"
 # (module prefix, rank): a module may import modules of its own rank or lower, never higher.
 # The longest matching prefix decides; every module of the package must match one.
 LAYERS = [
-    ("autograder.wire", 0),          # frames, bounded JSON, the observation codec
-    ("autograder.messages", 0),      # the failure message format
-    ("autograder.course", 0),        # where the course's folders are, nbgrader cell metadata
-    ("autograder.remote", 1),        # calls into student code: client, server, restricted pickler
-    ("autograder.checks", 2),        # what test cells import
-    ("autograder.probes", 2),        # what test cells hand to student code
-    ("autograder.learner", 3),       # the learner's tools: visible self-check, submit
-    ("autograder.grading", 4),       # autograder grade (its sides checked below)
-    ("autograder.selfcheck", 5),     # front: what notebooks import (check(), progress()), the
-    ("autograder.progress", 5),      # learner's commands that grade (the full check), the command
-    ("autograder.fullcheck", 5),     # line, and the authoring tools
+    ("autograder.wire", 0),  # frames, bounded JSON, the observation codec
+    ("autograder.messages", 0),  # the failure message format
+    ("autograder.course", 0),  # where the course's folders are, nbgrader cell metadata
+    ("autograder.remote", 1),  # calls into student code: client, server, restricted pickler
+    ("autograder.checks", 2),  # what test cells import
+    ("autograder.probes", 2),  # what test cells hand to student code
+    ("autograder.learner", 3),  # the learner's tools: visible self-check, submit
+    ("autograder.grading", 4),  # autograder grade (its sides checked below)
+    ("autograder.selfcheck", 5),  # front: what notebooks import (check(), progress()), the
+    ("autograder.progress", 5),  # learner's commands that grade (the full check), the command
+    ("autograder.fullcheck", 5),  # line, and the authoring tools
     ("autograder.cli", 5),
     ("autograder.figures", 5),
     ("autograder.lessons", 5),
     ("autograder.notebooks", 5),
 ]
-ROOT = ("autograder", 0)             # the package's __init__ (imported by every import of it)
+ROOT = ("autograder", 0)  # the package's __init__ (imported by every import of it)
 
-INSIDE = "autograder.grading.inside"   # runs under bwrap, next to student code
-HOST = "autograder.grading.host"       # never runs student code
+INSIDE = "autograder.grading.inside"  # runs under bwrap, next to student code
+HOST = "autograder.grading.host"  # never runs student code
 # what the code inside the sandbox may import of the grader: itself and the warm-up
 INSIDE_MAY_IMPORT = (INSIDE, "autograder.grading.warmup")
 
@@ -160,33 +161,60 @@ def test_no_import_circle():
 
 
 def test_no_import_from_a_lower_layer_to_a_higher_one():
-    bad = [f"{src} (layer {_rank(src)}) imports {dst} (layer {_rank(dst)})"
-           for src, targets in sorted(_graph().items()) for dst in sorted(targets)
-           if _rank(src) is not None and _rank(dst) is not None and _rank(dst) > _rank(src)]
+    bad = [
+        f"{src} (layer {_rank(src)}) imports {dst} (layer {_rank(dst)})"
+        for src, targets in sorted(_graph().items())
+        for dst in sorted(targets)
+        if _rank(src) is not None and _rank(dst) is not None and _rank(dst) > _rank(src)
+    ]
     assert bad == []
 
 
-@pytest.mark.parametrize("lower", ["autograder.wire", "autograder.remote", "autograder.checks",
-                                   "autograder.probes", "autograder.messages", "autograder.learner"])
+@pytest.mark.parametrize(
+    "lower",
+    [
+        "autograder.wire",
+        "autograder.remote",
+        "autograder.checks",
+        "autograder.probes",
+        "autograder.messages",
+        "autograder.learner",
+    ],
+)
 def test_below_the_grader_nothing_imports_it(lower):
-    bad = [f"{src} imports {dst}" for src, targets in sorted(_graph().items()) if _within(src, lower)
-           for dst in sorted(targets) if _within(dst, "autograder.grading")]
+    bad = [
+        f"{src} imports {dst}"
+        for src, targets in sorted(_graph().items())
+        if _within(src, lower)
+        for dst in sorted(targets)
+        if _within(dst, "autograder.grading")
+    ]
     assert bad == []
 
 
 def test_inside_the_sandbox_nothing_imports_the_host_side():
     graph = _graph()
     assert any(_within(m, INSIDE) for m in graph), "no grading.inside package"
-    bad = [f"{src} imports {dst}" for src, targets in sorted(graph.items()) if _within(src, INSIDE)
-           for dst in sorted(targets)
-           if _within(dst, "autograder.grading") and dst != "autograder.grading"
-           and not any(_within(dst, ok) for ok in INSIDE_MAY_IMPORT)]
+    bad = [
+        f"{src} imports {dst}"
+        for src, targets in sorted(graph.items())
+        if _within(src, INSIDE)
+        for dst in sorted(targets)
+        if _within(dst, "autograder.grading")
+        and dst != "autograder.grading"
+        and not any(_within(dst, ok) for ok in INSIDE_MAY_IMPORT)
+    ]
     assert bad == []
 
 
 def test_the_host_side_never_imports_the_inside():
     graph = _graph()
     assert any(_within(m, HOST) for m in graph), "no grading.host package"
-    bad = [f"{src} imports {dst}" for src, targets in sorted(graph.items()) if _within(src, HOST)
-           for dst in sorted(targets) if _within(dst, INSIDE)]
+    bad = [
+        f"{src} imports {dst}"
+        for src, targets in sorted(graph.items())
+        if _within(src, HOST)
+        for dst in sorted(targets)
+        if _within(dst, INSIDE)
+    ]
     assert bad == []

@@ -8,6 +8,7 @@ grade_id is the name it defines, each test cell is owned by one function
 (`test_<name>` / `test_<name>_...`), every function has a visible test cell and hidden tests
 (a quiz's answer cell `<name>` sets `<name>_1`, `<name>_2`, ... instead of defining a function).
 """
+
 import re
 from pathlib import Path
 
@@ -46,7 +47,8 @@ def test_executed_and_error_cells_tagged(path):
         has_error = any(o.output_type == "error" for o in cell.outputs)
         tagged = "raises-exception" in cell.metadata.get("tags", [])
         assert has_error == tagged, (
-            f"cell {i}: error output {'without' if has_error else 'expected by'} the raises-exception tag")
+            f"cell {i}: error output {'without' if has_error else 'expected by'} the raises-exception tag"
+        )
 
 
 @pytest.mark.parametrize("path", LESSONS + SOURCES, ids=lambda p: p.relative_to(REPO).as_posix())
@@ -58,7 +60,9 @@ def test_outputs_have_no_volatile_text(path):
         for text in _text_outputs(cell):
             for pattern, what in VOLATILE:
                 match = pattern.search(text)
-                assert not match, f"cell {i} prints {what} ({match.group(0)!r}); nbval would compare it"
+                assert not match, (
+                    f"cell {i} prints {what} ({match.group(0)!r}); nbval would compare it"
+                )
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(REPO).as_posix())
@@ -69,14 +73,17 @@ def test_grading_contract_of_source_notebook(path):
     cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if "nbgrader" in c.metadata}
     for name in names:
         # a function or class of that name, or (a quiz's answer cell) the numbered values name_1, name_2, ...
-        assert re.search(rf"^(def|class) {re.escape(name)}\b|^{re.escape(name)}_\d+ = ", cells[name].source, re.M), (
-            f"solution cell {name!r} must define {name} (or {name}_1, {name}_2, ...)")
+        assert re.search(
+            rf"^(def|class) {re.escape(name)}\b|^{re.escape(name)}_\d+ = ", cells[name].source, re.M
+        ), f"solution cell {name!r} must define {name} (or {name}_1, {name}_2, ...)"
         assert "### BEGIN SOLUTION" in cells[name].source
         owned = [t for t in tests if owner(t, names) == name]
         assert f"test_{name}" in owned, f"{name} needs a visible test cell test_{name}"
         visible = cells[f"test_{name}"].source
         assert "BEGIN HIDDEN TESTS" not in visible.split("\n", 1)[0]
-        assert any("### BEGIN HIDDEN TESTS" in cells[t].source for t in owned), f"{name} has no hidden tests"
+        assert any("### BEGIN HIDDEN TESTS" in cells[t].source for t in owned), (
+            f"{name} has no hidden tests"
+        )
     for test in tests:
         assert owner(test, names), f"test cell {test!r} is not owned by any graded function"
         meta = cells[test].metadata["nbgrader"]
@@ -92,12 +99,21 @@ def test_every_clause_has_tests_and_every_test_a_clause(path):
     """The `clauses` table maps each specification clause ([M1] ...) to the tests that check it."""
     nb = nbformat.read(path, as_version=4)
     cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if "nbgrader" in c.metadata}
-    assert "clauses" in cells, "the solution needs a markdown cell with grade_id 'clauses' (clause -> tests table)"
+    assert "clauses" in cells, (
+        "the solution needs a markdown cell with grade_id 'clauses' (clause -> tests table)"
+    )
     _, tests = graded_cells(nb)
-    table = {cid: set(re.findall(r"`(test_\w+)`", rest)) for cid, rest in CLAUSE_ROW.findall(cells["clauses"].source)}
-    specified = {cid for c in nb.cells if c.cell_type == "markdown" for cid in CLAUSE_ID.findall(c.source)}
+    table = {
+        cid: set(re.findall(r"`(test_\w+)`", rest))
+        for cid, rest in CLAUSE_ROW.findall(cells["clauses"].source)
+    }
+    specified = {
+        cid for c in nb.cells if c.cell_type == "markdown" for cid in CLAUSE_ID.findall(c.source)
+    }
     assert specified, "no clause ids (**[X1]**) in the specification cells"
-    assert set(table) == specified, f"clauses in the spec but not the table, or the reverse: {set(table) ^ specified}"
+    assert set(table) == specified, (
+        f"clauses in the spec but not the table, or the reverse: {set(table) ^ specified}"
+    )
     for cid, owned in table.items():
         assert owned, f"clause {cid} has no test"
         assert owned <= set(tests), f"clause {cid} names unknown tests {owned - set(tests)}"
@@ -105,6 +121,11 @@ def test_every_clause_has_tests_and_every_test_a_clause(path):
     assert covered == set(tests), f"tests that check no clause: {set(tests) - covered}"
     for test in tests:  # each test's first comment line names its clauses, as in the table
         first = next(line for line in cells[test].source.splitlines() if line.startswith("#"))
-        named = set(re.findall(r"\b([A-Z]\d+)\b", first.split("[", 1)[1].split("]", 1)[0])) if "[" in first else set()
+        named = (
+            set(re.findall(r"\b([A-Z]\d+)\b", first.split("[", 1)[1].split("]", 1)[0]))
+            if "[" in first
+            else set()
+        )
         assert named == {cid for cid, owned in table.items() if test in owned}, (
-            f"{test}: its first line names {sorted(named)}, the clauses table {sorted(c for c, o in table.items() if test in o)}")
+            f"{test}: its first line names {sorted(named)}, the clauses table {sorted(c for c, o in table.items() if test in o)}"
+        )

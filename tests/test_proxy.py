@@ -1,6 +1,7 @@
 """autograder.remote.Remote, the judge's proxy of a student's object, against the student side
 run in this process (the channel calls a Server's serve_call directly): what a test cell does to a handle
 behaves as in one kernel (grading v3, issue 17 item 4). End to end: tests/test_fidelity_course.py."""
+
 from __future__ import annotations
 
 import itertools
@@ -11,7 +12,7 @@ import pytest
 
 from autograder import remote
 
-STUDENT = '''
+STUDENT = """
 import numpy as np
 
 class Shape:
@@ -41,7 +42,7 @@ class Box(list):
     pass
 
 big = np.arange(10.0)
-'''
+"""
 
 
 @pytest.fixture
@@ -93,7 +94,13 @@ def test_generators_closures_and_numbers(student):
     add3 = student("adder")(3)
     assert callable(add3) and add3(4) == 7 and list(map(add3, [1, 2])) == [4, 5]
     b = student("Box")([3, 1, 2])
-    assert isinstance(b, list) and len(b) == 3 and 1 in b and b[1:] == [1, 2] and sorted(b) == [1, 2, 3]
+    assert (
+        isinstance(b, list)
+        and len(b) == 3
+        and 1 in b
+        and b[1:] == [1, 2]
+        and sorted(b) == [1, 2, 3]
+    )
 
 
 def test_numpy_through_the_proxy(student):
@@ -112,9 +119,22 @@ def test_test_defined_code_never_crosses():
     import pickle
 
     ns = {"__name__": "__main__"}
-    exec(compile('def probe(t):\n    """a hidden docstring"""\n    return t.add_(1)\n\nclass Probe:\n    pass\n',
-                 "<test hidden_cell>", "exec"), ns)
-    for thing in (ns["probe"], ns["Probe"], ns["Probe"](), lambda t: t, ns["probe"].__code__, [1, (ns["probe"],)]):
+    exec(
+        compile(
+            'def probe(t):\n    """a hidden docstring"""\n    return t.add_(1)\n\nclass Probe:\n    pass\n',
+            "<test hidden_cell>",
+            "exec",
+        ),
+        ns,
+    )
+    for thing in (
+        ns["probe"],
+        ns["Probe"],
+        ns["Probe"](),
+        lambda t: t,
+        ns["probe"].__code__,
+        [1, (ns["probe"],)],
+    ):
         with pytest.raises(remote.UnsupportedTest) as info:
             remote.dumps_call(((), thing, (), {}, {}))
         assert info.value.status == "grader-error"
@@ -129,10 +149,22 @@ def test_test_defined_code_never_crosses():
 
     x = torch.tensor([[-1.0, 0.5], [2.0, -3.0]], requires_grad=True)
     x.grad = torch.ones_like(x)
-    things = [fn(T[0].mul_(2)), fn(call(operator.setitem, T.data, 0, 5.0)), fn(seq(T[1].mul_(2), T.sum())),
-              fn(T @ torch.eye(2)), fn(call(torch.softmax, T, dim=0)), CallRecorder(fn(T * 2)), torch.relu_,
-              torch.nn.Linear(2, 2), probes.on_a_non_leaf, probes.Boom("raised by fn"), x]
-    assert b"<test" not in remote.dumps_call(remote.Remote(("f",)))  # (a student's object: its name)
+    things = [
+        fn(T[0].mul_(2)),
+        fn(call(operator.setitem, T.data, 0, 5.0)),
+        fn(seq(T[1].mul_(2), T.sum())),
+        fn(T @ torch.eye(2)),
+        fn(call(torch.softmax, T, dim=0)),
+        CallRecorder(fn(T * 2)),
+        torch.relu_,
+        torch.nn.Linear(2, 2),
+        probes.on_a_non_leaf,
+        probes.Boom("raised by fn"),
+        x,
+    ]
+    assert b"<test" not in remote.dumps_call(
+        remote.Remote(("f",))
+    )  # (a student's object: its name)
     payload = remote.dumps_call(things)
     assert b"<test" not in payload and b"docstring" not in payload
     back = pickle.loads(payload)
@@ -148,7 +180,9 @@ def _judge_run(code, cwd):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
@@ -157,8 +191,11 @@ def test_student_module_names_import_nothing(tmp_path):
     """reports-module-name: a names report that names modules binds the judge's module only if the
     judge had loaded it already; nothing is imported on a student's word (the v2 judge imported
     unittest.__main__, which ran discovery in its working directory: a planted test file ran)."""
-    (tmp_path / "test_planted.py").write_text(f"open({str(tmp_path / 'planted-ran')!r}, 'w').close()\n")
-    out = _judge_run('''
+    (tmp_path / "test_planted.py").write_text(
+        f"open({str(tmp_path / 'planted-ran')!r}, 'w').close()\n"
+    )
+    out = _judge_run(
+        """
 import json, sys
 from autograder.grading.host import judge
 sub = judge.Submission([])
@@ -168,12 +205,22 @@ before = set(sys.modules)
 sub.bind({k: {"kind": "module", "module": v} for k, v in names.items()})
 print(json.dumps({"kinds": {k: type(sub.ns[k]).__name__ for k in names},
                   "new": sorted(set(sys.modules) - before)}))
-''', tmp_path)
+""",
+        tmp_path,
+    )
     import json
 
     got = json.loads(out.strip().splitlines()[-1])
-    assert got["kinds"] == {"a": "Remote", "b": "Remote", "c": "Remote", "d": "Remote", "e": "module",
-                            "f": "Remote", "g": "Remote", "h": "Remote"}
+    assert got["kinds"] == {
+        "a": "Remote",
+        "b": "Remote",
+        "c": "Remote",
+        "d": "Remote",
+        "e": "module",
+        "f": "Remote",
+        "g": "Remote",
+        "h": "Remote",
+    }
     assert got["new"] == [], got["new"]
     assert not (tmp_path / "planted-ran").exists()
 
@@ -181,7 +228,8 @@ print(json.dumps({"kinds": {k: type(sub.ns[k]).__name__ for k in names},
 def test_a_tests_objects_never_travel_by_a_student_name(tmp_path):
     """rebinds-test-name: what a test binds under a name the student's notebook also defines stays
     in the judge; a call carries only deletions and the student's own handles."""
-    out = _judge_run('''
+    out = _judge_run(
+        """
 import json
 from autograder.grading.host import judge
 from autograder import remote
@@ -195,7 +243,9 @@ sub.ns["helper"] = sub.ns["other"]                 # the student's own object, u
 del sub.ns["gone"]
 edits = sub.edits()
 print(json.dumps({k: (list(v) if type(v) is tuple else list(v._path)) for k, v in edits.items()}))
-''', tmp_path)
+""",
+        tmp_path,
+    )
     import json
 
     assert json.loads(out.strip().splitlines()[-1]) == {"helper": ["other"], "gone": ["$deleted"]}

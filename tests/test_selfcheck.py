@@ -6,6 +6,7 @@ release notebook (every function "not attempted yet") and against the release fi
 reference answers (every function passes). The check() cell is executed the way JupyterLab
 runs it (a kernel with JPY_SESSION_NAME), under nbgrader (skipped) and with unsaved edits.
 """
+
 import json
 import os
 import re
@@ -29,8 +30,9 @@ STATUS_LINE = re.compile(r"^(PASS|FAIL|TODO|NOTE)\s+(\w+): ", re.M)
 
 def run_check(path, *extra, cwd=None):
     command = [str(AUTOGRADER)] if AUTOGRADER.exists() else [sys.executable, "-m", "autograder.cli"]
-    result = subprocess.run([*command, "check", str(path), *extra], capture_output=True, text=True,
-                            cwd=cwd, timeout=900)
+    result = subprocess.run(
+        [*command, "check", str(path), *extra], capture_output=True, text=True, cwd=cwd, timeout=900
+    )
     assert "Traceback" not in result.stdout + result.stderr, "the report must not show tracebacks"
     assert "\x1b[" not in result.stdout, "no terminal colour codes in the report"
     return result
@@ -52,10 +54,14 @@ def fixture_cases():
 @pytest.mark.parametrize("assignment,notebook", EXERCISE_NOTEBOOKS)
 def test_untouched_release_is_not_attempted(assignment, notebook):
     result = run_check(EXERCISES / assignment / f"{notebook}.ipynb")
-    names, _ = graded_cells(nbformat.read(EXERCISES / assignment / f"{notebook}.ipynb", as_version=4))
+    names, _ = graded_cells(
+        nbformat.read(EXERCISES / assignment / f"{notebook}.ipynb", as_version=4)
+    )
     assert result.returncode == 1
     assert statuses(result.stdout) == {name: "TODO" for name in names}
-    assert result.stdout.count("not attempted yet (it still raises NotImplementedError)") == len(names)
+    assert result.stdout.count("not attempted yet (it still raises NotImplementedError)") == len(
+        names
+    )
     assert "PASS" not in result.stdout
 
 
@@ -63,13 +69,19 @@ def test_untouched_release_is_not_attempted(assignment, notebook):
 @pytest.mark.parametrize("assignment,notebook", EXERCISE_NOTEBOOKS)
 def test_reference_answers_pass(tmp_path, assignment, notebook):
     path = tmp_path / f"{notebook}.ipynb"
-    nbformat.write(filled_release(assignment, notebook, reference_answers(assignment, notebook)), path)
+    nbformat.write(
+        filled_release(assignment, notebook, reference_answers(assignment, notebook)), path
+    )
     result = run_check(path)
     names, tests = graded_cells(nbformat.read(path, as_version=4))
     assert result.returncode == 0, result.stdout
     assert statuses(result.stdout) == {name: "PASS" for name in names}
-    hidden = sum(int(n) for n in re.findall(r"hidden tests \((\d+) cells?\) run when graded", result.stdout))
-    assert hidden == len(tests) - len(names), "every hidden test cell is reported as run when graded"
+    hidden = sum(
+        int(n) for n in re.findall(r"hidden tests \((\d+) cells?\) run when graded", result.stdout)
+    )
+    assert hidden == len(tests) - len(names), (
+        "every hidden test cell is reported as run when graded"
+    )
     assert f"{len(names)} of {len(names)} functions pass their visible tests" in result.stdout
 
 
@@ -80,8 +92,10 @@ def test_hidden_tests_of_a_source_notebook_are_not_run(tmp_path, assignment, not
     nb = nbformat.read(SOLUTIONS / assignment / f"{notebook}.ipynb", as_version=4)
     for cell in nb.cells:
         if "### BEGIN HIDDEN TESTS" in cell.source:
-            cell.source = cell.source.replace("### BEGIN HIDDEN TESTS",
-                                              "### BEGIN HIDDEN TESTS\nraise RuntimeError('a hidden test ran')")
+            cell.source = cell.source.replace(
+                "### BEGIN HIDDEN TESTS",
+                "### BEGIN HIDDEN TESTS\nraise RuntimeError('a hidden test ran')",
+            )
     path = tmp_path / f"{notebook}.ipynb"
     nbformat.write(nb, path)
     result = run_check(path)
@@ -136,8 +150,13 @@ def _selfcheck_output(nb):
 def _run_in_kernel(nb, folder, env=None, timeout=900):
     from nbclient import NotebookClient
 
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
-                            resources={"metadata": {"path": str(folder)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=False,
+        resources={"metadata": {"path": str(folder)}},
+    )
     client.execute(env={**os.environ, **(env or {})})
     return nb
 
@@ -147,7 +166,9 @@ def test_every_exercise_ends_with_the_selfcheck_cell(assignment, notebook):
     for root in (SOLUTIONS, EXERCISES):
         nb = nbformat.read(root / assignment / f"{notebook}.ipynb", as_version=4)
         cell = nb.cells[-1]
-        assert is_selfcheck_cell(cell), f"{root.name}/{assignment}: the last cell must be the self-check cell"
+        assert is_selfcheck_cell(cell), (
+            f"{root.name}/{assignment}: the last cell must be the self-check cell"
+        )
         assert "check()" in cell.source and cell.metadata["nbgrader"]["locked"]
 
 
@@ -171,7 +192,9 @@ def test_check_cell_finds_its_notebook_like_in_jupyterlab(tmp_path):
 def test_check_cell_warns_when_the_saved_file_is_not_what_ran(tmp_path):
     assignment, notebook = EXERCISE_NOTEBOOKS[0]
     shutil.copy(EXERCISES / assignment / f"{notebook}.ipynb", tmp_path)  # saved: still blank
-    nb = filled_release(assignment, notebook, reference_answers(assignment, notebook))  # ran: answered
+    nb = filled_release(
+        assignment, notebook, reference_answers(assignment, notebook)
+    )  # ran: answered
     out = _selfcheck_output(_run_in_kernel(nb, tmp_path))
     names, _ = graded_cells(nb)
     assert f"Warning: the saved {', '.join(names)} differs from the version you last ran" in out
@@ -186,7 +209,10 @@ def test_check_is_skipped_under_nbgrader(monkeypatch, capsys):
 
 def test_check_says_how_to_name_the_notebook_when_it_cannot_tell(tmp_path, monkeypatch, capsys):
     for name in ("a.ipynb", "b.ipynb"):
-        shutil.copy(EXERCISES / EXERCISE_NOTEBOOKS[0][0] / f"{EXERCISE_NOTEBOOKS[0][1]}.ipynb", tmp_path / name)
+        shutil.copy(
+            EXERCISES / EXERCISE_NOTEBOOKS[0][0] / f"{EXERCISE_NOTEBOOKS[0][1]}.ipynb",
+            tmp_path / name,
+        )
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     check()

@@ -5,6 +5,7 @@ Links are relative to course/ (JupyterLab resolves a link in a rendered notebook
 notebook's folder and opens the target in a new tab), e.g. `01_relu_inplace.ipynb` and
 `../exercises/01_relu_inplace/01_relu_inplace.ipynb`.
 """
+
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -41,7 +42,9 @@ def test_every_local_link_resolves_inside_the_repository():
     assert targets, "the start page links to no notebook"
     for link, path in targets.items():
         assert path.exists(), f"{START.name} links to {link}, which does not exist"
-        assert REPO in path.parents, f"{link} points outside the repository: JupyterLab cannot open it"
+        assert REPO in path.parents, (
+            f"{link} points outside the repository: JupyterLab cannot open it"
+        )
 
 
 def test_every_lesson_and_exercise_is_linked():
@@ -49,18 +52,32 @@ def test_every_lesson_and_exercise_is_linked():
     required = [p for p in sorted((REPO / "course").glob("*.ipynb")) if p != START]
     required += sorted((REPO / "exercises").glob("*/*.ipynb"))
     missing = [p.relative_to(REPO).as_posix() for p in required if p.resolve() not in linked]
-    assert not missing, (f"not linked from course/{START.name}: {missing}; add them to its map "
-                         "(links relative to course/, e.g. 02_x.ipynb and ../exercises/02_x/02_x.ipynb)")
+    assert not missing, (
+        f"not linked from course/{START.name}: {missing}; add them to its map "
+        "(links relative to course/, e.g. 02_x.ipynb and ../exercises/02_x/02_x.ipynb)"
+    )
 
 
 def test_links_are_relative_and_found_by_the_link_parser():
     """The parser used above finds the kinds of links the page uses (a test of the test)."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
-        "[a](01_a.ipynb) ![img](fig.png) [b](../exercises/01_a/01_a.ipynb#Part-1) "
-        "<a href=\"02_b.ipynb\">b</a> [web](https://pytorch.org) [top](#map)")])
-    assert links(nb) == ["01_a.ipynb", "../exercises/01_a/01_a.ipynb#Part-1", "https://pytorch.org", "#map",
-                         "02_b.ipynb"]
-    assert {k: v.relative_to(REPO).as_posix() for k, v in local_targets(nb, START.parent).items()} == {
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell(
+                "[a](01_a.ipynb) ![img](fig.png) [b](../exercises/01_a/01_a.ipynb#Part-1) "
+                '<a href="02_b.ipynb">b</a> [web](https://pytorch.org) [top](#map)'
+            )
+        ]
+    )
+    assert links(nb) == [
+        "01_a.ipynb",
+        "../exercises/01_a/01_a.ipynb#Part-1",
+        "https://pytorch.org",
+        "#map",
+        "02_b.ipynb",
+    ]
+    assert {
+        k: v.relative_to(REPO).as_posix() for k, v in local_targets(nb, START.parent).items()
+    } == {
         "01_a.ipynb": "course/01_a.ipynb",
         "../exercises/01_a/01_a.ipynb#Part-1": "exercises/01_a/01_a.ipynb",
         "02_b.ipynb": "course/02_b.ipynb",
@@ -78,8 +95,13 @@ def test_stated_lesson_times_are_the_measured_core_times():
     from autograder.lessons import CORE_LIMIT_MINUTES, lessons, measure
 
     nb = nbformat.read(START, as_version=4)
-    rows = [line for c in nb.cells if c.cell_type == "markdown" for line in c.source.splitlines()
-            if line.startswith("|") and ".ipynb" in line]
+    rows = [
+        line
+        for c in nb.cells
+        if c.cell_type == "markdown"
+        for line in c.source.splitlines()
+        if line.startswith("|") and ".ipynb" in line
+    ]
     for path in lessons():
         t = measure(path)
         row = next((r for r in rows if f"]({path.name})" in r), None)
@@ -87,5 +109,8 @@ def test_stated_lesson_times_are_the_measured_core_times():
         stated = re.search(r"about (\d+) min", row)
         assert stated and int(stated.group(1)) == t.rounded, (
             f"{path.name}: the map says {stated.group(0) if stated else 'nothing'}, measured core {t.minutes:.1f} min "
-            f"(state 'about {t.rounded} min')")
-        assert t.minutes <= CORE_LIMIT_MINUTES + 0.5, f"{path.name}: core {t.minutes:.1f} min > {CORE_LIMIT_MINUTES}"
+            f"(state 'about {t.rounded} min')"
+        )
+        assert t.minutes <= CORE_LIMIT_MINUTES + 0.5, (
+            f"{path.name}: core {t.minutes:.1f} min > {CORE_LIMIT_MINUTES}"
+        )

@@ -7,6 +7,7 @@ instructor unzips it at the course root and runs the real `nbgrader autograde` (
 below, which also proves the self-check cell is harmless while nbgrader grades). Bad input
 gets a clear error, exit status 2, and writes nothing.
 """
+
 import datetime
 import getpass
 import os
@@ -30,8 +31,9 @@ NOTEBOOK = notebooks(ASSIGNMENT)[0]
 
 def run_submit(*args, cwd):
     command = [str(AUTOGRADER)] if AUTOGRADER.exists() else [sys.executable, "-m", "autograder.cli"]
-    result = subprocess.run([*command, "submit", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                            timeout=300)
+    result = subprocess.run(
+        [*command, "submit", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
     assert "Traceback" not in result.stdout + result.stderr
     return result
 
@@ -41,7 +43,9 @@ def answered(tmp_path):
     """A student's answered copy, where JupyterLab keeps it: exercises/<assignment>/<notebook>.ipynb."""
     path = tmp_path / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
     path.parent.mkdir(parents=True)
-    nbformat.write(filled_release(ASSIGNMENT, NOTEBOOK, reference_answers(ASSIGNMENT, NOTEBOOK)), path)
+    nbformat.write(
+        filled_release(ASSIGNMENT, NOTEBOOK, reference_answers(ASSIGNMENT, NOTEBOOK)), path
+    )
     return path
 
 
@@ -62,10 +66,17 @@ def test_zip_has_the_nbgrader_submitted_layout(tmp_path, answered):
 
 
 def test_blank_notebook_is_submitted_with_a_note(tmp_path):
-    result = run_submit(EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb", "--student", "bob", cwd=tmp_path)
+    result = run_submit(
+        EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb", "--student", "bob", cwd=tmp_path
+    )
     assert result.returncode == 0
-    names, _ = graded_cells(nbformat.read(EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4))
-    assert f"Note: {', '.join(names)} still raise NotImplementedError (not attempted yet)" in result.stdout
+    names, _ = graded_cells(
+        nbformat.read(EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    )
+    assert (
+        f"Note: {', '.join(names)} still raise NotImplementedError (not attempted yet)"
+        in result.stdout
+    )
 
 
 @pytest.mark.slow  # nbgrader autograde
@@ -74,14 +85,18 @@ def test_unzipped_submission_is_graded_by_nbgrader(tmp_path, answered):
     assert run_submit(answered, "--student", "alice", "--output", out, cwd=tmp_path).returncode == 0
     course = TempCourse(tmp_path / "course", [ASSIGNMENT])
     course.generate()
-    with zipfile.ZipFile(out) as zf:        # what the instructor does: unzip at the course root
+    with zipfile.ZipFile(out) as zf:  # what the instructor does: unzip at the course root
         zf.extractall(course.root)
     course.autograde(ASSIGNMENT)
     grades = course.scores(ASSIGNMENT)["alice"][NOTEBOOK]
     assert grades and all(score == max_score for score, max_score in grades.values()), grades
-    graded = nbformat.read(course.root / "autograded" / "alice" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    graded = nbformat.read(
+        course.root / "autograded" / "alice" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4
+    )
     cell = next(c for c in graded.cells if is_selfcheck_cell(c))
-    assert [o.get("text") for o in cell.outputs] == ["Self-check skipped: nbgrader is running this notebook.\n"]
+    assert [o.get("text") for o in cell.outputs] == [
+        "Self-check skipped: nbgrader is running this notebook.\n"
+    ]
 
 
 def test_bad_input_gets_a_clear_error_and_writes_nothing(tmp_path, answered):
@@ -95,30 +110,46 @@ def test_bad_input_gets_a_clear_error_and_writes_nothing(tmp_path, answered):
     invalid.write_text('{"cells": [}')
     lesson = tmp_path / "exercises" / ASSIGNMENT / "lesson" / f"{NOTEBOOK}.ipynb"
     lesson.parent.mkdir()
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# a lesson")]), lesson)
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# a lesson")]), lesson
+    )
     other = tmp_path / "exercises" / ASSIGNMENT / "other" / f"{NOTEBOOK}.ipynb"
     other.parent.mkdir()
-    nb = nbformat.read(answered, as_version=4)   # another exercise's answer cells, same file name
+    nb = nbformat.read(answered, as_version=4)  # another exercise's answer cells, same file name
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("solution"):
             cell.metadata.nbgrader.grade_id = "some_other_function"
     nbformat.write(nb, other)
     cases = [
-        ((other, "--student", "alice", "--assignment", ASSIGNMENT), f"does not look like assignment {ASSIGNMENT}"),
+        (
+            (other, "--student", "alice", "--assignment", ASSIGNMENT),
+            f"does not look like assignment {ASSIGNMENT}",
+        ),
         ((tmp_path / "nowhere.ipynb", "--student", "alice"), "nowhere.ipynb: no such file"),
-        ((renamed, "--student", "alice"), f"nbgrader grades a notebook by its file name, and '{NOTEBOOK}-Copy1.ipynb'"),
-        ((invalid, "--student", "alice", "--assignment", ASSIGNMENT), "is not valid notebook JSON (line 1, column 12"),
+        (
+            (renamed, "--student", "alice"),
+            f"nbgrader grades a notebook by its file name, and '{NOTEBOOK}-Copy1.ipynb'",
+        ),
+        (
+            (invalid, "--student", "alice", "--assignment", ASSIGNMENT),
+            "is not valid notebook JSON (line 1, column 12",
+        ),
         ((lesson, "--student", "alice", "--assignment", ASSIGNMENT), "has no graded test cells"),
         ((answered, "--student", "alice smith"), "student id 'alice smith' cannot be used"),
         ((answered, "--student", "../alice"), "student id '../alice' cannot be used"),
-        ((answered, "--student", "alice", "--assignment", "99_nothing"), "unknown assignment '99_nothing'"),
+        (
+            (answered, "--student", "alice", "--assignment", "99_nothing"),
+            "unknown assignment '99_nothing'",
+        ),
     ]
     for args, message in cases:
         result = run_submit(*args, cwd=tmp_path)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert message in result.stderr, result.stderr
         assert result.stdout == ""
-    assert earlier.read_bytes() == b"an earlier submission", "a failed submit must not touch an earlier zip"
+    assert earlier.read_bytes() == b"an earlier submission", (
+        "a failed submit must not touch an earlier zip"
+    )
     assert sorted(p.name for p in earlier.parent.iterdir()) == [earlier.name], "no partial files"
 
 
@@ -128,9 +159,18 @@ def test_missing_student_id_is_a_usage_error(tmp_path, answered):
 
 
 def _student_nbgrader(cwd, *args):
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True,
-                            text=True, timeout=600)
+    env = dict(
+        os.environ,
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, f"nbgrader {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
     return result
 
@@ -142,7 +182,7 @@ def test_jupyterhub_exchange_round_trip(tmp_path):
     exchange.mkdir()
     exchange.chmod(0o777)
     course = TempCourse(tmp_path / "instructor", [ASSIGNMENT])
-    with open(course.root / "nbgrader_config.py", "a") as config:       # the instructor's addition
+    with open(course.root / "nbgrader_config.py", "a") as config:  # the instructor's addition
         config.write(f"\nc.Exchange.root = {str(exchange)!r}\n")
     course.generate()
     course.nbgrader("release_assignment", ASSIGNMENT)
@@ -150,15 +190,19 @@ def test_jupyterhub_exchange_round_trip(tmp_path):
     home = tmp_path / "student-home"  # a student's config: the course id and the same exchange
     home.mkdir()
     (home / "nbgrader_config.py").write_text(
-        f"c = get_config()\nc.CourseDirectory.course_id = 'autograd-inplace'\nc.Exchange.root = {str(exchange)!r}\n")
+        f"c = get_config()\nc.CourseDirectory.course_id = 'autograd-inplace'\nc.Exchange.root = {str(exchange)!r}\n"
+    )
     listed = _student_nbgrader(home, "list")
     assert ASSIGNMENT in listed.stdout + listed.stderr
-    _student_nbgrader(home, "fetch_assignment", ASSIGNMENT)          # Assignment List > Fetch
+    _student_nbgrader(home, "fetch_assignment", ASSIGNMENT)  # Assignment List > Fetch
     fetched = home / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
-    assert nbformat.read(fetched, as_version=4) == nbformat.read(EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb",
-                                                                  as_version=4)
-    nbformat.write(filled_release(ASSIGNMENT, NOTEBOOK, reference_answers(ASSIGNMENT, NOTEBOOK)), fetched)
-    _student_nbgrader(home, "submit", ASSIGNMENT)                    # Assignment List > Submit
+    assert nbformat.read(fetched, as_version=4) == nbformat.read(
+        EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4
+    )
+    nbformat.write(
+        filled_release(ASSIGNMENT, NOTEBOOK, reference_answers(ASSIGNMENT, NOTEBOOK)), fetched
+    )
+    _student_nbgrader(home, "submit", ASSIGNMENT)  # Assignment List > Submit
 
     course.nbgrader("collect", ASSIGNMENT)
     student = getpass.getuser()  # the exchange knows students by their login

@@ -5,6 +5,7 @@ The script runs with a PATH of its own: the few commands it needs, none of the p
 commands, and fakes of `id` (root or not), `sudo` (passwordless or not) and `apt-get` (records
 what it was asked and "installs" the commands), so nothing is installed for real.
 """
+
 import os
 import re
 import shutil
@@ -15,8 +16,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "system-packages.sh"
-LISTED = [line.split() for line in (REPO / "system-packages.txt").read_text().splitlines()
-          if line.strip() and not line.startswith("#")]
+LISTED = [
+    line.split()
+    for line in (REPO / "system-packages.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+]
 PACKAGES = [row[0] for row in LISTED]
 COMMANDS = [row[1] for row in LISTED]
 TOOLS = ["bash", "sh", "dirname", "env", "make", "cat", "chmod", "touch"]
@@ -28,12 +32,17 @@ def fake_path(tmp_path, uid=1000, sudo=False, apt=False):
     for tool in TOOLS:
         os.symlink(shutil.which(tool), bin_dir / tool)
     scripts = {"id": f'#!/bin/sh\n[ "$1" = -u ] && echo {uid}\n'}
-    scripts["sudo"] = ('#!/bin/sh\necho "sudo $*" >> "$LOG"\n[ "$1" = -n ] && shift\n"$@"\n' if sudo
-                       else '#!/bin/sh\necho "sudo: a password is required" >&2\nexit 1\n')
+    scripts["sudo"] = (
+        '#!/bin/sh\necho "sudo $*" >> "$LOG"\n[ "$1" = -n ] && shift\n"$@"\n'
+        if sudo
+        else '#!/bin/sh\necho "sudo: a password is required" >&2\nexit 1\n'
+    )
     if apt:  # records its arguments; `install` puts the packages' commands on PATH
         creates = "".join(f'touch "{bin_dir}/{c}"; chmod +x "{bin_dir}/{c}"; ' for c in COMMANDS)
-        scripts["apt-get"] = (f'#!/bin/sh\necho "apt-get $* DEBIAN_FRONTEND=$DEBIAN_FRONTEND" >> "$LOG"\n'
-                              f'[ "$1" = install ] && {{ {creates}}}\nexit 0\n')
+        scripts["apt-get"] = (
+            f'#!/bin/sh\necho "apt-get $* DEBIAN_FRONTEND=$DEBIAN_FRONTEND" >> "$LOG"\n'
+            f'[ "$1" = install ] && {{ {creates}}}\nexit 0\n'
+        )
     for name, text in scripts.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -44,8 +53,14 @@ def fake_path(tmp_path, uid=1000, sudo=False, apt=False):
 
 
 def run(env, *args, command=None):
-    return subprocess.run(command or ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=60)
+    return subprocess.run(
+        command or ["bash", str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
 
 
 def log(env):
@@ -54,15 +69,20 @@ def log(env):
 
 
 def test_the_list_names_bubblewrap_and_chromium():
-    assert dict(zip(PACKAGES, COMMANDS, strict=True)) == {"bubblewrap": "bwrap", "chromium": "chromium"}
+    assert dict(zip(PACKAGES, COMMANDS, strict=True)) == {
+        "bubblewrap": "bwrap",
+        "chromium": "chromium",
+    }
 
 
 def test_without_root_or_sudo_it_stops_with_the_exact_command(tmp_path):
     env = fake_path(tmp_path)
     result = run(env)
     assert result.returncode == 1
-    assert ("    sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap chromium\n"
-            in result.stderr)
+    assert (
+        "    sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap chromium\n"
+        in result.stderr
+    )
     assert "Missing system packages for `make test`: bubblewrap chromium" in result.stderr
     assert "no apt-get on this machine" in result.stderr  # this fake machine has none
     assert log(env) == []
@@ -89,13 +109,23 @@ def test_it_installs_when_it_can(tmp_path, as_root):
     env = fake_path(tmp_path, uid=0 if as_root else 1000, sudo=not as_root, apt=True)
     result = run(env)
     assert result.returncode == 0, result.stderr
-    apt = [line for line in log(env) if line.startswith("apt-get ")]  # what apt-get itself was asked
+    apt = [
+        line for line in log(env) if line.startswith("apt-get ")
+    ]  # what apt-get itself was asked
     assert apt[0].startswith("apt-get update")
-    assert re.match(r"apt-get install -y --no-install-recommends bubblewrap chromium .*DEBIAN_FRONTEND=noninteractive",
-                    apt[1])
-    assert [line for line in log(env) if line.startswith("sudo ")] == ([] if as_root else [
-        "sudo -n true", "sudo apt-get update -qq",
-        "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap chromium -qq"])
+    assert re.match(
+        r"apt-get install -y --no-install-recommends bubblewrap chromium .*DEBIAN_FRONTEND=noninteractive",
+        apt[1],
+    )
+    assert [line for line in log(env) if line.startswith("sudo ")] == (
+        []
+        if as_root
+        else [
+            "sudo -n true",
+            "sudo apt-get update -qq",
+            "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap chromium -qq",
+        ]
+    )
     assert run(env).stdout == ""  # present now: nothing to do
 
 
@@ -105,5 +135,9 @@ def test_makefile_ci_and_workflow_use_the_one_list():
     assert re.search(r"^lab: system-packages-lab ", makefile, re.M)
     assert "./system-packages.sh test" in (REPO / ".ci" / "run").read_text()
     assert "./system-packages.sh test" in (REPO / ".github" / "workflows" / "ci.yml").read_text()
-    for path in (REPO / ".ci" / "run", REPO / ".github" / "workflows" / "ci.yml", REPO / "Makefile"):
+    for path in (
+        REPO / ".ci" / "run",
+        REPO / ".github" / "workflows" / "ci.yml",
+        REPO / "Makefile",
+    ):
         assert "apt-get install" not in path.read_text(), f"{path.name} names packages itself"

@@ -12,6 +12,7 @@ Checks the scores are identical and prints both throughputs and their ratio. Eve
 covers the whole command (start-up, gradebook and feedback included); preparing the courses
 is not timed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,10 +61,16 @@ def populate(course: TempCourse, n: int):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.grading.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.grading.bench", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--n", type=int, default=60, help="number of submissions (default 60)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="autograder grade --jobs")
-    parser.add_argument("--dir", type=Path, help="keep the courses here (default: a temporary folder)")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="autograder grade --jobs"
+    )
+    parser.add_argument(
+        "--dir", type=Path, help="keep the courses here (default: a temporary folder)"
+    )
     args = parser.parse_args(argv)
     root = args.dir or Path(tempfile.mkdtemp(prefix="autograder-bench-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -77,8 +84,18 @@ def main(argv=None) -> int:
     ours.generate()
     populate(ours, args.n)
     out = root / "out"
-    cmd = [str(Path(sys.executable).with_name("autograder")), "grade", str(ours.root / "submitted"), "--out",
-           str(out), "--course", str(ours.root), "--jobs", str(args.jobs), "--quiet"]
+    cmd = [
+        str(Path(sys.executable).with_name("autograder")),
+        "grade",
+        str(ours.root / "submitted"),
+        "--out",
+        str(out),
+        "--course",
+        str(ours.root),
+        "--jobs",
+        str(args.jobs),
+        "--quiet",
+    ]
 
     def run_ours(label):
         start = time.perf_counter()
@@ -92,27 +109,43 @@ def main(argv=None) -> int:
 
     run_ours("before")
     start = time.perf_counter()
-    for a in sorted({a for a, _, _ in pool()[:args.n]} if args.n < len(pool()) else stock.assignments):
+    for a in sorted(
+        {a for a, _, _ in pool()[: args.n]} if args.n < len(pool()) else stock.assignments
+    ):
         stock.autograde(a)
     stock_seconds = time.perf_counter() - start
     print(f"stock nbgrader autograde (serial):     {stock_seconds:7.1f} s", flush=True)
     run_ours("after")
     our_seconds = sum(ours_timings) / len(ours_timings)
 
-    stock_scores = {(a, student, nb, gid): score
-                    for a in stock.assignments for student, nbs in stock.scores(a).items()
-                    for nb, grades in nbs.items() for gid, (score, _) in grades.items()}
+    stock_scores = {
+        (a, student, nb, gid): score
+        for a in stock.assignments
+        for student, nbs in stock.scores(a).items()
+        for nb, grades in nbs.items()
+        for gid, (score, _) in grades.items()
+    }
     with open(out / "grades.csv", newline="") as fh:
-        our_scores = {(r["assignment"], r["student"], r["notebook"], r["grade_id"]): float(r["score"])
-                      for r in csv.DictReader(fh)}
+        our_scores = {
+            (r["assignment"], r["student"], r["notebook"], r["grade_id"]): float(r["score"])
+            for r in csv.DictReader(fh)
+        }
     same = stock_scores == our_scores
     n = args.n
     print(f"scores identical on all {len(stock_scores)} test cells: {'yes' if same else 'NO'}")
-    print(f"stock nbgrader:   {stock_seconds / n:6.2f} s per submission, {60 * n / stock_seconds:7.1f} per minute")
-    print(f"autograder grade: {our_seconds / n:6.2f} s per submission, {60 * n / our_seconds:7.1f} per minute")
+    print(
+        f"stock nbgrader:   {stock_seconds / n:6.2f} s per submission, {60 * n / stock_seconds:7.1f} per minute"
+    )
+    print(
+        f"autograder grade: {our_seconds / n:6.2f} s per submission, {60 * n / our_seconds:7.1f} per minute"
+    )
     print(f"throughput ratio: {stock_seconds / our_seconds:.1f}x")
     if not same:
-        diff = sorted(k for k in stock_scores.keys() | our_scores.keys() if stock_scores.get(k) != our_scores.get(k))
+        diff = sorted(
+            k
+            for k in stock_scores.keys() | our_scores.keys()
+            if stock_scores.get(k) != our_scores.get(k)
+        )
         for k in diff[:20]:
             print("  differs:", k, stock_scores.get(k), our_scores.get(k))
         return 1

@@ -22,6 +22,7 @@ get full marks there either, the assignment is refused with a message naming the
 grader limitation is never a student's 0). Results: printed once per assignment, and written
 to ``OUT/calibration.txt``.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,16 +43,21 @@ class NotebookMode:
     notebook: str
     n_tests: int
     mode: str = JUDGE
-    reasons: dict = field(default_factory=dict)    # grade_id -> why the judge does not grade it
-    problems: list = field(default_factory=list)   # why the notebook cannot be graded in one kernel either
+    reasons: dict = field(default_factory=dict)  # grade_id -> why the judge does not grade it
+    problems: list = field(
+        default_factory=list
+    )  # why the notebook cannot be graded in one kernel either
 
     def lines(self) -> list[str]:
         head = f"{self.assignment}/{self.notebook}: "
         if self.mode == JUDGE:
             return [head + f"judge: the solution gets full marks on all {self.n_tests} test cells"]
         if self.mode == KERNEL:
-            out = [head + f"in-kernel: all {self.n_tests} test cells graded in one kernel, as stock nbgrader "
-                          "(the solution gets full marks there); the judge does not grade:"]
+            out = [
+                head
+                + f"in-kernel: all {self.n_tests} test cells graded in one kernel, as stock nbgrader "
+                "(the solution gets full marks there); the judge does not grade:"
+            ]
         else:
             out = [head + "refused: the judge does not grade:"]
         out += [f"  {gid}: {why}" for gid, why in self.reasons.items()]
@@ -66,8 +72,17 @@ def source_submission(source_nb):
     from autograder.grading.intake.collect import Submission, _extra_files, plan
 
     items, layout = plan(source_nb, source_nb.nb)
-    return Submission(SOURCE_STUDENT, source_nb.assignment, source_nb.name, source_nb.path, source_nb,
-                      nb=source_nb.nb, items=items, layout=layout, files=_extra_files(source_nb.path.parent))
+    return Submission(
+        SOURCE_STUDENT,
+        source_nb.assignment,
+        source_nb.name,
+        source_nb.path,
+        source_nb,
+        nb=source_nb.nb,
+        items=items,
+        layout=layout,
+        files=_extra_files(source_nb.path.parent),
+    )
 
 
 def kernel_task(sub, task: dict) -> dict:
@@ -92,8 +107,11 @@ def kernel_result(sub, result):
     cells = [c for c in result.get("cells", []) if isinstance(c, dict)]
     by_index = {c.get("index"): c for c in cells}
     tests = [_verdict(test, by_index.get(base + k)) for k, test in enumerate(sub.source.tests)]
-    return dict(result, cells=[c for c in cells if isinstance(c.get("index"), int) and c["index"] < base],
-                tests=tests)
+    return dict(
+        result,
+        cells=[c for c in cells if isinstance(c.get("index"), int) and c["index"] < base],
+        tests=tests,
+    )
 
 
 def _verdict(test, c) -> dict:
@@ -106,10 +124,16 @@ def _verdict(test, c) -> dict:
     output = c.get("output") if isinstance(c.get("output"), str) else ""
     status = c.get("status")
     if status in OF_CELL:
-        return {"passed": False, "status": OF_CELL[status], "output": output,
-                "message": {"timeout": "the test ran past the time limit and was interrupted",
-                            "died": "the notebook's process died during the test"}.get(status, "")
-                or (c.get("error") or "")[:1500]}
+        return {
+            "passed": False,
+            "status": OF_CELL[status],
+            "output": output,
+            "message": {
+                "timeout": "the test ran past the time limit and was interrupted",
+                "died": "the notebook's process died during the test",
+            }.get(status, "")
+            or (c.get("error") or "")[:1500],
+        }
     error = c.get("error") if isinstance(c.get("error"), str) else None
     value = c.get("value") if isinstance(c.get("value"), str) else None
     outputs = []
@@ -118,22 +142,44 @@ def _verdict(test, c) -> dict:
     if error is None and value is not None:
         outputs.append(new_output("execute_result", data={"text/plain": value}, execution_count=1))
     if error is not None:
-        outputs.append(new_output("error", ename=error.split(":")[0][:200], evalue=error, traceback=[]))
-    cell = new_code_cell("", outputs=outputs, metadata={"nbgrader": {
-        "grade": True, "solution": False, "points": test.points, "grade_id": test.grade_id}})
+        outputs.append(
+            new_output("error", ename=error.split(":")[0][:200], evalue=error, traceback=[])
+        )
+    cell = new_code_cell(
+        "",
+        outputs=outputs,
+        metadata={
+            "nbgrader": {
+                "grade": True,
+                "solution": False,
+                "points": test.points,
+                "grade_id": test.grade_id,
+            }
+        },
+    )
     try:
         score, _ = determine_grade(cell)
-    except ValueError:  # partial credit above the points (nbgrader stops there): the points, as the judge
+    except (
+        ValueError
+    ):  # partial credit above the points (nbgrader stops there): the points, as the judge
         score = test.points
     except KeyError:  # an empty text/plain: no partial credit to read
         score = test.points
     score = float(score)
     if error is not None:
-        return {"passed": False, "error": error.split(":")[0][:200], "message": error[:1500].rstrip().rstrip(":"),
-                "output": output}
+        return {
+            "passed": False,
+            "error": error.split(":")[0][:200],
+            "message": error[:1500].rstrip().rstrip(":"),
+            "output": output,
+        }
     if c.get("stderr") is True and score == 0:
-        return {"passed": False, "error": "", "output": output,
-                "message": "the test wrote to stderr (nbgrader scores that as a failure)"}
+        return {
+            "passed": False,
+            "error": "",
+            "output": output,
+            "message": "the test wrote to stderr (nbgrader scores that as a failure)",
+        }
     return {"passed": True, "partial": None if score >= test.points else score, "output": output}
 
 
@@ -143,8 +189,8 @@ class Calibration:
     def __init__(self, course):
         self.course = course
         self.modes: dict = {}  # (assignment, notebook) -> NotebookMode
-        self.seconds = 0.0        # wall time of calibrating (includes waiting for the sandboxes to start)
-        self.grading = []         # per round, the source notebooks' grading time in the sandboxes, summed
+        self.seconds = 0.0  # wall time of calibrating (includes waiting for the sandboxes to start)
+        self.grading = []  # per round, the source notebooks' grading time in the sandboxes, summed
 
     # -- what the grading pipeline asks ---------------------------------------------
     def mode(self, sub) -> str:
@@ -177,7 +223,8 @@ class Calibration:
             if m.mode == REFUSED:
                 out.setdefault(m.assignment, []).extend(
                     [f"{m.notebook}: test cell {gid!r}: {why}" for gid, why in m.reasons.items()]
-                    + [f"{m.notebook}: in one kernel: {p}" for p in m.problems])
+                    + [f"{m.notebook}: in one kernel: {p}" for p in m.problems]
+                )
         return out
 
     def lines(self) -> list[str]:
@@ -193,7 +240,9 @@ class Calibration:
         # calibration asks "does the judge grade the solution right?", not "is it fast enough?": a tight
         # --wall-limit or --timeout for the class must not send a notebook to one kernel
         limits = Limits.of(limits)
-        limits = limits.replace(wall=max(float(limits.wall), 600.0), timeout=max(float(limits.timeout), 120.0))
+        limits = limits.replace(
+            wall=max(float(limits.wall), 600.0), timeout=max(float(limits.timeout), 120.0)
+        )
         first = []
         for a in assignments:
             for nb in self.course.notebooks(a):
@@ -212,15 +261,23 @@ class Calibration:
                 continue
             if m.mode == JUDGE:
                 m.mode = KERNEL
-                m.reasons.update({r.grade_id: "the solution " + _why(r, "in the judge") for r in bad})
+                m.reasons.update(
+                    {r.grade_id: "the solution " + _why(r, "in the judge") for r in bad}
+                )
                 again.append(sub)
             else:
-                m.mode, m.problems = REFUSED, [f"{r.grade_id}: the solution " + _why(r, "") for r in bad]
+                m.mode, m.problems = (
+                    REFUSED,
+                    [f"{r.grade_id}: the solution " + _why(r, "") for r in bad],
+                )
         for sub, rows in self._grade(again, run, limits, imports):
             bad = [r for r in rows if r.status not in ("ok", KERNEL) or r.score < r.max_score]
             if bad:
                 m = self.modes[(sub.assignment, sub.notebook)]
-                m.mode, m.problems = REFUSED, [f"{r.grade_id}: the solution " + _why(r, "") for r in bad]
+                m.mode, m.problems = (
+                    REFUSED,
+                    [f"{r.grade_id}: the solution " + _why(r, "") for r in bad],
+                )
         self.seconds = time.monotonic() - started
         return self
 
@@ -229,8 +286,10 @@ class Calibration:
             return []
         by_key = {s.key: s for s in subs}
         got = {}
-        run([(s.key, self.task(s, limits, imports)) for s in subs],
-            lambda key, result, error: got.__setitem__(key, (result, error)))
+        run(
+            [(s.key, self.task(s, limits, imports)) for s in subs],
+            lambda key, result, error: got.__setitem__(key, (result, error)),
+        )
         out = []
         self.grading.append(sum((r[0] or {}).get("seconds", 0.0) for r in got.values()))
         for key, sub in by_key.items():

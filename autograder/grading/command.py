@@ -13,6 +13,7 @@ notebook was graded; 2 nothing was graded (no sandbox, no submissions folder, a 
 refused (what they use cannot be graded as nbgrader would; named on stderr, nothing written for
 them) and every other one was graded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,43 +40,91 @@ def add_parser(subparsers):
     p = subparsers.add_parser(
         "grade",
         help="grade submitted notebooks (sandboxed, parallel) into grades.csv, feedback and the gradebook",
-        description=__doc__.split("\n\n")[0] + "\n\nstatuses:\n" + "\n".join(
-            f"  {k:<17}{v}" for k, v in STATUSES.items()),
+        description=__doc__.split("\n\n")[0]
+        + "\n\nstatuses:\n"
+        + "\n".join(f"  {k:<17}{v}" for k, v in STATUSES.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("submissions", nargs="?", type=Path,
-                   help="folder of <student>/<assignment>/<notebook>.ipynb (default: COURSE/submitted)")
+    p.add_argument(
+        "submissions",
+        nargs="?",
+        type=Path,
+        help="folder of <student>/<assignment>/<notebook>.ipynb (default: COURSE/submitted)",
+    )
     p.add_argument("--out", required=True, type=Path, help="folder for grades.csv and feedback/")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="sandboxes grading in parallel on this machine (default: number of CPUs)")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="seconds per code cell and per test cell (default: the course's Execute.timeout, "
-                        "as nbgrader autograde; 120 in this course)")
-    p.add_argument("--memory-limit", default=_size(MEMORY_LIMIT),
-                   help="memory a submission may use beyond the warm Python with torch, e.g. 512M, 2G "
-                        f"(default {_size(MEMORY_LIMIT)})")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="grade on a Dask distributed cluster (e.g. tcp://10.0.0.5:8786) instead of --jobs")
-    p.add_argument("--wall-limit", type=float, default=_DEFAULT.wall,
-                   help=f"seconds for a whole notebook, cells and tests together (default {_DEFAULT.wall:g})")
-    p.add_argument("--output-limit", default=_size(_DEFAULT.output),
-                   help="bytes of output (prints) per cell, and per test's calls into student code, "
-                        f"e.g. {_size(_DEFAULT.output)} (default); the output kept in the feedback is shorter")
-    p.add_argument("--file-size-limit", default=_size(_DEFAULT.file_size),
-                   help="largest file a submission may write (a compiler's temporary files, a saved model), "
-                        f"e.g. {_size(_DEFAULT.file_size)} (default)")
-    p.add_argument("--processes", type=int, default=_DEFAULT.processes,
-                   help=f"processes a submission may start (default {_DEFAULT.processes})")
-    p.add_argument("--course", type=Path, default=None,
-                   help="nbgrader course folder: its nbgrader_config.py is read as nbgrader autograde reads it "
-                        "(default: the current folder, like nbgrader)")
-    p.add_argument("--assignment", action="append", default=None, metavar="NAME",
-                   help="grade only this assignment (repeatable; default: every assignment submitted)")
-    p.add_argument("--no-gradebook", action="store_true",
-                   help="do not write the nbgrader gradebook and autograded/ notebooks")
-    p.add_argument("--no-sandbox", action="store_true",
-                   help="run without bubblewrap: NO isolation (student code runs with your rights); "
-                        "for machines where user namespaces are not allowed")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="sandboxes grading in parallel on this machine (default: number of CPUs)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per code cell and per test cell (default: the course's Execute.timeout, "
+        "as nbgrader autograde; 120 in this course)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        default=_size(MEMORY_LIMIT),
+        help="memory a submission may use beyond the warm Python with torch, e.g. 512M, 2G "
+        f"(default {_size(MEMORY_LIMIT)})",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="grade on a Dask distributed cluster (e.g. tcp://10.0.0.5:8786) instead of --jobs",
+    )
+    p.add_argument(
+        "--wall-limit",
+        type=float,
+        default=_DEFAULT.wall,
+        help=f"seconds for a whole notebook, cells and tests together (default {_DEFAULT.wall:g})",
+    )
+    p.add_argument(
+        "--output-limit",
+        default=_size(_DEFAULT.output),
+        help="bytes of output (prints) per cell, and per test's calls into student code, "
+        f"e.g. {_size(_DEFAULT.output)} (default); the output kept in the feedback is shorter",
+    )
+    p.add_argument(
+        "--file-size-limit",
+        default=_size(_DEFAULT.file_size),
+        help="largest file a submission may write (a compiler's temporary files, a saved model), "
+        f"e.g. {_size(_DEFAULT.file_size)} (default)",
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=_DEFAULT.processes,
+        help=f"processes a submission may start (default {_DEFAULT.processes})",
+    )
+    p.add_argument(
+        "--course",
+        type=Path,
+        default=None,
+        help="nbgrader course folder: its nbgrader_config.py is read as nbgrader autograde reads it "
+        "(default: the current folder, like nbgrader)",
+    )
+    p.add_argument(
+        "--assignment",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="grade only this assignment (repeatable; default: every assignment submitted)",
+    )
+    p.add_argument(
+        "--no-gradebook",
+        action="store_true",
+        help="do not write the nbgrader gradebook and autograded/ notebooks",
+    )
+    p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run without bubblewrap: NO isolation (student code runs with your rights); "
+        "for machines where user namespaces are not allowed",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
@@ -91,23 +140,23 @@ def run(args) -> int:
 
     grade = GradeRun(args)
     try:
-        grade.read_settings()        # the course's config, the limits and options
-        grade.check_sandbox()        # bubblewrap works here (or --no-sandbox, said loudly)
-        grade.make_output()          # OUT, and the options every sandbox and judge starts with
-        grade.start_sandboxes()      # they warm up while the submissions are read
-        grade.collect()              # intake: <student>/<assignment>/<notebook>.ipynb
-        grade.calibrate()            # the sources first: judge, one kernel, or refused
-        grade.refuse()               # what cannot be graded as nbgrader would, named on stderr
+        grade.read_settings()  # the course's config, the limits and options
+        grade.check_sandbox()  # bubblewrap works here (or --no-sandbox, said loudly)
+        grade.make_output()  # OUT, and the options every sandbox and judge starts with
+        grade.start_sandboxes()  # they warm up while the submissions are read
+        grade.collect()  # intake: <student>/<assignment>/<notebook>.ipynb
+        grade.calibrate()  # the sources first: judge, one kernel, or refused
+        grade.refuse()  # what cannot be graded as nbgrader would, named on stderr
     except (SandboxError, FileNotFoundError, ValueError, WorkerFailure) as exc:
         print(f"autograder grade: {exc}", file=sys.stderr)
         return 2
-    grade.open_gradebook()           # every notebook registered before any score
+    grade.open_gradebook()  # every notebook registered before any score
     try:
-        grade.grade()                # every task, in the sandboxes; feedback as results arrive
+        grade.grade()  # every task, in the sandboxes; feedback as results arrive
     except WorkerFailure as exc:
         print(f"autograder grade: the sandbox could not start:\n{exc}", file=sys.stderr)
         return 2
-    grade.write_reports()            # grades.csv, the summary, review.txt
+    grade.write_reports()  # grades.csv, the summary, review.txt
     return grade.exit_status()
 
 
@@ -140,18 +189,28 @@ class GradeRun:
         self.course = course = Course(_course_root(args.course))
         self.submissions_dir = (args.submissions or course.config.submitted).resolve()
         timeout = args.timeout if args.timeout is not None else (course.config.timeout or 600.0)
-        self.limits = Limits(timeout=float(timeout), wall=float(args.wall_limit),
-                             output=parse_size(args.output_limit), file_size=parse_size(args.file_size_limit),
-                             processes=int(args.processes))
-        self.memory = parse_size(args.memory_limit) if str(args.memory_limit).lower() not in ("0", "none") else None
+        self.limits = Limits(
+            timeout=float(timeout),
+            wall=float(args.wall_limit),
+            output=parse_size(args.output_limit),
+            file_size=parse_size(args.file_size_limit),
+            processes=int(args.processes),
+        )
+        self.memory = (
+            parse_size(args.memory_limit)
+            if str(args.memory_limit).lower() not in ("0", "none")
+            else None
+        )
 
     def check_sandbox(self):
         from autograder.grading.host.sandbox import check_sandbox
 
         if self.args.no_sandbox:
-            print("WARNING: --no-sandbox: student code runs with your rights, can read solutions/ and "
-                  "the gradebook, write anywhere you can, use the network, and leave processes behind.",
-                  file=sys.stderr)
+            print(
+                "WARNING: --no-sandbox: student code runs with your rights, can read solutions/ and "
+                "the gradebook, write anywhere you can, use the network, and leave processes behind.",
+                file=sys.stderr,
+            )
         elif not self.args.scheduler:
             check_sandbox()
         if not self.submissions_dir.is_dir():
@@ -161,8 +220,12 @@ class GradeRun:
         self.out = self.args.out.resolve()
         self.out.mkdir(parents=True, exist_ok=True)
         self.imports = self.course.imports()
-        self.options = Options(preload=self.imports, sandbox=not self.args.no_sandbox, memory_limit=self.memory,
-                               log_dir=str(self.out / "logs"))
+        self.options = Options(
+            preload=self.imports,
+            sandbox=not self.args.no_sandbox,
+            memory_limit=self.memory,
+            log_dir=str(self.out / "logs"),
+        )
 
     def start_sandboxes(self):
         if not self.args.scheduler:
@@ -174,7 +237,9 @@ class GradeRun:
         from autograder.grading.intake.collect import find_submissions
 
         course, args = self.course, self.args
-        subs = find_submissions(self.submissions_dir, course, warn=lambda m: print(m, file=sys.stderr))
+        subs = find_submissions(
+            self.submissions_dir, course, warn=lambda m: print(m, file=sys.stderr)
+        )
         if args.assignment:
             unknown = set(args.assignment) - set(course.assignments())
             if unknown:
@@ -186,16 +251,29 @@ class GradeRun:
 
     def calibrate(self):
         assignments = sorted({s.assignment for s in self.subs} - set(self.refused))
-        self.calibration = _calibrate(self.course, assignments, self.args, self.pool, self.options, self.limits,
-                                      self.imports, self.out)
+        self.calibration = _calibrate(
+            self.course,
+            assignments,
+            self.args,
+            self.pool,
+            self.options,
+            self.limits,
+            self.imports,
+            self.out,
+        )
         self.refused.update(self.calibration.refused)
 
     def refuse(self):
         if self.refused:  # per assignment: the others are graded, and the exit status says so
-            print("autograder grade: refusing to grade, nothing was written for them: these assignments use what "
-                  "this grader cannot run the way nbgrader would (grade them with `nbgrader autograde`, or leave "
-                  "them out with --assignment):\n" + "\n".join(
-                      f"  {a}: {p}" for a, problems in self.refused.items() for p in problems), file=sys.stderr)
+            print(
+                "autograder grade: refusing to grade, nothing was written for them: these assignments use what "
+                "this grader cannot run the way nbgrader would (grade them with `nbgrader autograde`, or leave "
+                "them out with --assignment):\n"
+                + "\n".join(
+                    f"  {a}: {p}" for a, problems in self.refused.items() for p in problems
+                ),
+                file=sys.stderr,
+            )
             self.subs = [s for s in self.subs if s.assignment not in self.refused]
 
     def open_gradebook(self):
@@ -204,7 +282,9 @@ class GradeRun:
         from autograder.grading.results.gradebook import GradebookWriter
 
         course = self.course
-        self.writer = GradebookWriter(course.root, course.config.gradebook_url, course.config.course_id)
+        self.writer = GradebookWriter(
+            course.root, course.config.gradebook_url, course.config.course_id
+        )
         for a in sorted({s.assignment for s in self.subs}):
             for nb in course.notebooks(a):
                 self.writer.register(nb)
@@ -219,7 +299,11 @@ class GradeRun:
         for sub in subs:
             if sub.status:
                 self.finish(sub, None, None)
-        tasks = [(s.key, self.calibration.task(s, self.limits, self.imports)) for s in subs if not s.status]
+        tasks = [
+            (s.key, self.calibration.task(s, self.limits, self.imports))
+            for s in subs
+            if not s.status
+        ]
 
         def on_result(key, result, error):
             self.finish(by_key[key], result, error)
@@ -283,20 +367,29 @@ class GradeRun:
         flagged = report.review_lines(all_rows)
         review.write_text("".join(line + "\n" for line in flagged))
         if flagged:
-            print(f"{len(flagged)} notebook(s) need a human look (a status other than ok): {review}")
-        print(f"wrote {out / 'grades.csv'} and {out / 'feedback'}"
-              + ("" if self.args.no_gradebook else f"; gradebook {self.course.config.gradebook_url}"))
+            print(
+                f"{len(flagged)} notebook(s) need a human look (a status other than ok): {review}"
+            )
+        print(
+            f"wrote {out / 'grades.csv'} and {out / 'feedback'}"
+            + ("" if self.args.no_gradebook else f"; gradebook {self.course.config.gradebook_url}")
+        )
 
     def exit_status(self) -> int:
         if self.errors:
             for key, error in self.errors:
                 print(f"grader error on {key}:\n{error[-2000:]}", file=sys.stderr)
-            print(f"autograder grade: the grader failed on {len(self.errors)} notebook(s) (status grader-error)",
-                  file=sys.stderr)
+            print(
+                f"autograder grade: the grader failed on {len(self.errors)} notebook(s) (status grader-error)",
+                file=sys.stderr,
+            )
             return 3
         if self.refused:
-            print(f"autograder grade: {len(self.refused)} assignment(s) refused, not graded: "
-                  f"{', '.join(self.refused)}", file=sys.stderr)
+            print(
+                f"autograder grade: {len(self.refused)} assignment(s) refused, not graded: "
+                f"{', '.join(self.refused)}",
+                file=sys.stderr,
+            )
             return 4
         return 0
 
@@ -313,6 +406,7 @@ def _calibrate(course, assignments, args, pool, options, limits, imports, out):
         def run_tasks(tasks, on_result):
             run_dask(args.scheduler, tasks, on_result, options)
     else:
+
         def run_tasks(tasks, on_result):
             pool.run(tasks, on_result, final=False)
 
@@ -322,7 +416,9 @@ def _calibrate(course, assignments, args, pool, options, limits, imports, out):
         f"calibration on the source notebooks ({calibration.seconds:.1f} s with the sandboxes' start; grading the "
         f"sources: {' + '.join(f'{x:.1f}' for x in calibration.grading) or '0'} s of sandbox time): which test cells "
         "the judge grades, "
-        "which are graded in one kernel (status in-kernel), which are refused\n" + "".join(f"{x}\n" for x in lines))
+        "which are graded in one kernel (status in-kernel), which are refused\n"
+        + "".join(f"{x}\n" for x in lines)
+    )
     for line in lines:
         print(f"calibration: {line}")
     return calibration

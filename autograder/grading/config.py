@@ -17,6 +17,7 @@ nbgrader's own application class, so every setting means what it means to nbgrad
 nbgrader would; ``autograder grade`` refuses such an assignment with that list instead of
 grading it wrong.
 """
+
 from __future__ import annotations
 
 import ast
@@ -98,7 +99,9 @@ def load(root) -> CourseConfig:
             submitted_directory=cd.submitted_directory,
             autograded_directory=cd.autograded_directory,
             feedback_directory=cd.feedback_directory,
-            db_url=cd.db_url if cd.db_url and not cd.db_url.endswith(os.sep + "gradebook.db") else "",
+            db_url=cd.db_url
+            if cd.db_url and not cd.db_url.endswith(os.sep + "gradebook.db")
+            else "",
             timeout=float(timeout) if timeout not in (None, -1) and timeout > 0 else None,
             begin_hidden=hidden.begin_test_delimeter,
             end_hidden=hidden.end_test_delimeter,
@@ -123,11 +126,15 @@ def unsupported(source_nb) -> list[str]:
     problems = []
     language = source_nb.language
     if language and language != "python":
-        problems.append(f"the notebook's kernel language is {language!r}: only Python notebooks are graded")
+        problems.append(
+            f"the notebook's kernel language is {language!r}: only Python notebooks are graded"
+        )
     for test in source_nb.tests:
         if "AUTOTEST" in test.source:
-            problems.append(f"test cell {test.grade_id!r} uses nbgrader's AUTOTEST directives (tests generated "
-                            "by `nbgrader generate_assignment`, which this grader does not instantiate)")
+            problems.append(
+                f"test cell {test.grade_id!r} uses nbgrader's AUTOTEST directives (tests generated "
+                "by `nbgrader generate_assignment`, which this grader does not instantiate)"
+            )
     return problems
 
 
@@ -139,15 +146,22 @@ def judge_cannot_run(source_nb) -> dict[str, str]:
         try:
             tree = ast.parse(test.source)
         except SyntaxError:
-            problems[test.grade_id] = ("it is not plain Python (IPython magics %, %% or ! commands?): the judge "
-                                       "runs test cells as Python, outside a Jupyter kernel")
+            problems[test.grade_id] = (
+                "it is not plain Python (IPython magics %, %% or ! commands?): the judge "
+                "runs test cells as Python, outside a Jupyter kernel"
+            )
             continue
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        for name, why in (("get_ipython", "talks to the Jupyter kernel"), ("display", "uses IPython's display"),
-                          ("globals", "reads the notebook's global namespace"),
-                          ("exec", "executes code strings in the student's namespace"),
-                          ("eval", "evaluates code strings in the student's namespace")):
+        for name, why in (
+            ("get_ipython", "talks to the Jupyter kernel"),
+            ("display", "uses IPython's display"),
+            ("globals", "reads the notebook's global namespace"),
+            ("exec", "executes code strings in the student's namespace"),
+            ("eval", "evaluates code strings in the student's namespace"),
+        ):
             if name in names:
-                problems[test.grade_id] = f"it calls {name}() ({why}), which the judge cannot reproduce"
+                problems[test.grade_id] = (
+                    f"it calls {name}() ({why}), which the judge cannot reproduce"
+                )
                 break
     return problems

@@ -7,6 +7,7 @@ Two other vocabularies meet it here: what a code cell did in the student's proce
 ``died``, a limit: :data:`CELL_LABELS`, :data:`OF_CELL`) and what a call into student code got
 instead of an answer (:data:`CALL_TEXT`).
 """
+
 from __future__ import annotations
 
 import enum
@@ -40,25 +41,25 @@ class Status(enum.StrEnum):
 
 MEANING = {
     Status.OK: "the test ran; the score is its result (full points, nbgrader's partial credit, or 0 "
-               "if it raised or wrote to stderr)",
+    "if it raised or wrote to stderr)",
     Status.IN_KERNEL: "graded as stock nbgrader grades it, in one process with the student's code (a notebook "
-                      "whose tests the judge cannot run as one kernel would: see calibration.txt); the score is as "
-                      "trustworthy as stock nbgrader's",
+    "whose tests the judge cannot run as one kernel would: see calibration.txt); the score is as "
+    "trustworthy as stock nbgrader's",
     Status.TIMEOUT: "the test, or a cell before it, ran past the time limit (it was killed); score 0",
     Status.KERNEL_DIED: "the process running the test, or the student's cells before it, exited or "
-                        "crashed (os._exit, a fatal signal); score 0",
+    "crashed (os._exit, a fatal signal); score 0",
     Status.MEMORY_LIMIT: "the test, or a cell before it, ran out of the memory limit; score 0",
     Status.OUTPUT_LIMIT: "the test, or a cell before it, wrote more output than the limit; score 0",
     Status.TAMPERED: "the student's process answered with something no honest process produces (an "
-                     "observation that breaks the format, garbage on the grader's channels): score 0 for "
-                     "the test it happened in; on the control channel every row is flagged",
+    "observation that breaks the format, garbage on the grader's channels): score 0 for "
+    "the test it happened in; on the control channel every row is flagged",
     Status.INVALID_NOTEBOOK: "the file is not a readable notebook (bad JSON, not nbformat, too large, nested too "
-                             "deeply, not a regular file) or is behind a symbolic link (never followed); score 0",
+    "deeply, not a regular file) or is behind a symbolic link (never followed); score 0",
     Status.MISSING_NOTEBOOK: "the assignment folder has no notebook of that name; score 0",
     Status.REFUSED: "not graded: the student folder's name is not a usable student id (nothing in it was read, "
-                    "no feedback or gradebook entry is written); score 0",
+    "no feedback or gradebook entry is written); score 0",
     Status.GRADER_ERROR: "the grader itself failed on this submission (a bug or a broken sandbox; "
-                         "the command exits non-zero); score 0",
+    "the command exits non-zero); score 0",
 }
 
 MESSAGE = {
@@ -71,7 +72,11 @@ MESSAGE = {
 }
 
 # a code cell that hit a limit in the student's process -> the status of the tests after it
-LIMITS = {"timeout": Status.TIMEOUT, "memory-limit": Status.MEMORY_LIMIT, "output-limit": Status.OUTPUT_LIMIT}
+LIMITS = {
+    "timeout": Status.TIMEOUT,
+    "memory-limit": Status.MEMORY_LIMIT,
+    "output-limit": Status.OUTPUT_LIMIT,
+}
 # a test cell run in one kernel (calibration's in-kernel mode) that hit a limit or died -> its status
 OF_CELL = {**LIMITS, "died": Status.KERNEL_DIED}
 

@@ -10,13 +10,24 @@ def training(torch):
 
     nn = torch.nn
     for dtype in (torch.float32, torch.float64):
-        net = nn.Sequential(nn.Conv2d(1, 2, 3, dtype=dtype), nn.BatchNorm2d(2, dtype=dtype), nn.LeakyReLU(0.2, True),
-                            nn.Dropout(0.5), nn.Flatten(), nn.Linear(8, 1, dtype=dtype))
-        for opt in (torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=0.1),
-                    torch.optim.Adam(net.parameters()), torch.optim.AdamW(net.parameters()),
-                    torch.optim.RMSprop(net.parameters())):
+        net = nn.Sequential(
+            nn.Conv2d(1, 2, 3, dtype=dtype),
+            nn.BatchNorm2d(2, dtype=dtype),
+            nn.LeakyReLU(0.2, True),
+            nn.Dropout(0.5),
+            nn.Flatten(),
+            nn.Linear(8, 1, dtype=dtype),
+        )
+        for opt in (
+            torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=0.1),
+            torch.optim.Adam(net.parameters()),
+            torch.optim.AdamW(net.parameters()),
+            torch.optim.RMSprop(net.parameters()),
+        ):
             out = net(torch.randn(3, 1, 4, 4, dtype=dtype))
-            loss = F.binary_cross_entropy_with_logits(out, torch.ones_like(out)) + nn.BCEWithLogitsLoss()(out, out.detach())
+            loss = F.binary_cross_entropy_with_logits(
+                out, torch.ones_like(out)
+            ) + nn.BCEWithLogitsLoss()(out, out.detach())
             opt.zero_grad()
             loss.backward()
             opt.step()

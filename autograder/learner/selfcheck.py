@@ -20,6 +20,7 @@ tests, 1 when one does not, 2 when the notebook cannot be checked at all.
 
 Why not ``nbgrader validate``: it exits 0 even when tests fail and prints whole tracebacks.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,14 @@ from pathlib import Path
 
 from autograder.course import graded_cells, owner
 
-__all__ = ["SelfCheckError", "Report", "FunctionResult", "read_notebook", "run_visible_tests", "is_selfcheck_cell"]
+__all__ = [
+    "SelfCheckError",
+    "Report",
+    "FunctionResult",
+    "read_notebook",
+    "run_visible_tests",
+    "is_selfcheck_cell",
+]
 
 #: set in the kernel that the self-check starts, so a self-check cell never recurses
 RUNNING_ENV = "AUTOGRADER_SELFCHECK"
@@ -71,15 +79,21 @@ class Report:
         return all(f.ok for f in self.functions)
 
     def text(self) -> str:
-        lines = [f"Self-check of {self.notebook}: visible tests, run in a fresh kernel on the saved file.", ""]
+        lines = [
+            f"Self-check of {self.notebook}: visible tests, run in a fresh kernel on the saved file.",
+            "",
+        ]
         for f in self.functions:
-            head = f"{f.status:<4}  {f.name}: " + {
-                PASS: "visible tests pass",
-                FAIL: "visible tests fail",
-                TODO: "not attempted yet (it still raises NotImplementedError): write your code where it "
-                      "says `# YOUR CODE HERE` and delete the `raise NotImplementedError()` line",
-                NO_VISIBLE: "no visible test cell to run",
-            }[f.status]
+            head = (
+                f"{f.status:<4}  {f.name}: "
+                + {
+                    PASS: "visible tests pass",
+                    FAIL: "visible tests fail",
+                    TODO: "not attempted yet (it still raises NotImplementedError): write your code where it "
+                    "says `# YOUR CODE HERE` and delete the `raise NotImplementedError()` line",
+                    NO_VISIBLE: "no visible test cell to run",
+                }[f.status]
+            )
             lines.append(head)
             lines += [f"      {line}" for message in f.messages for line in message.splitlines()]
             if f.hidden:
@@ -92,11 +106,15 @@ class Report:
         total = len(self.functions)
         lines.append("")
         if self.ok:
-            lines.append(f"{passed} of {total} functions pass their visible tests. The hidden tests check every "
-                         "clause of each specification when your notebook is graded.")
+            lines.append(
+                f"{passed} of {total} functions pass their visible tests. The hidden tests check every "
+                "clause of each specification when your notebook is graded."
+            )
         else:
-            lines.append(f"{passed} of {total} functions pass their visible tests. Fix what is listed above, "
-                         "save, and check again.")
+            lines.append(
+                f"{passed} of {total} functions pass their visible tests. Fix what is listed above, "
+                "save, and check again."
+            )
         return "\n".join(lines)
 
 
@@ -106,12 +124,15 @@ class Report:
 def read_notebook(path) -> nbformat.NotebookNode:
     """Read ``path`` as an exercise notebook or raise :class:`SelfCheckError` saying why not."""
     import nbformat  # here, not at the top: every graded notebook imports this module (its
+
     # self-check cell), and nbformat's schema validator costs about 3 s to import
     path = Path(path)
     if not path.exists():
         raise SelfCheckError(f"{path}: no such file")
     if path.is_dir():
-        raise SelfCheckError(f"{path} is a folder: give the notebook file, e.g. {path / (path.name + '.ipynb')}")
+        raise SelfCheckError(
+            f"{path} is a folder: give the notebook file, e.g. {path / (path.name + '.ipynb')}"
+        )
     if path.suffix != ".ipynb":
         raise SelfCheckError(f"{path} is not a notebook (expected a file ending in .ipynb)")
     text = path.read_text(encoding="utf-8", errors="replace")
@@ -121,7 +142,8 @@ def read_notebook(path) -> nbformat.NotebookNode:
         raise SelfCheckError(
             f"{path} is not valid notebook JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
             "Was it edited outside JupyterLab? Restore it from a checkpoint (File > Revert Notebook "
-            "to Checkpoint) or start again from a fresh copy of the exercise.") from None
+            "to Checkpoint) or start again from a fresh copy of the exercise."
+        ) from None
     try:
         if not isinstance(data, dict) or "cells" not in data:
             raise ValueError("it has no cells")
@@ -134,7 +156,8 @@ def read_notebook(path) -> nbformat.NotebookNode:
     if not tests:
         raise SelfCheckError(
             f"{path.name} has no graded test cells: give an exercise notebook "
-            "(exercises/<assignment>/<assignment>.ipynb), not a lesson or a copy without nbgrader metadata.")
+            "(exercises/<assignment>/<assignment>.ipynb), not a lesson or a copy without nbgrader metadata."
+        )
     return nb
 
 
@@ -164,7 +187,7 @@ def _error_text(output) -> str:
     """``ename: evalue`` of an error output, without ANSI colours, bounded in length."""
     ename, evalue = output.get("ename", "Error"), _ANSI.sub("", output.get("evalue", ""))
     if ename in ("CheckFailure", "AssertionError") and evalue:
-        text = evalue                                   # already says what/expected/found/cause
+        text = evalue  # already says what/expected/found/cause
     else:
         text = f"{ename}: {evalue}" if evalue else ename
         # IPython names a cell's code after a random temporary file: say which line of the cell
@@ -176,7 +199,9 @@ def _error_text(output) -> str:
 
 
 def _not_implemented(output) -> bool:
-    return output.get("ename") == "NotImplementedError" or "NotImplementedError" in output.get("evalue", "")
+    return output.get("ename") == "NotImplementedError" or "NotImplementedError" in output.get(
+        "evalue", ""
+    )
 
 
 # --------------------------------------------------------------------------- running
@@ -207,14 +232,17 @@ def _execute(nb, cwd: Path, timeout: int):
     try:  # the kernel's own log lines (e.g. its TCP warning) are not the student's output
         client.execute(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except DeadKernelError:
-        return ("the kernel died while running your notebook (did your code call exit() or use too much "
-                "memory?); cells after that point were not run")
+        return (
+            "the kernel died while running your notebook (did your code call exit() or use too much "
+            "memory?); cells after that point were not run"
+        )
     return None
 
 
 def run_visible_tests(path, timeout: int = DEFAULT_TIMEOUT) -> Report:
     """Run the visible tests of the notebook saved at ``path``; return the :class:`Report`."""
     import nbformat
+
     path = Path(path)
     nb = read_notebook(path)
     names, tests = graded_cells(nb)
@@ -243,8 +271,13 @@ def run_visible_tests(path, timeout: int = DEFAULT_TIMEOUT) -> Report:
     stopped = _execute(run_nb, path.resolve().parent, timeout)
 
     # functions whose cell still has nbgrader's stub: a NotImplementedError means "not attempted yet"
-    stubs = {_grade_id(c) for c in nb.cells if c.cell_type == "code"
-             and c.metadata.get("nbgrader", {}).get("solution") and "raise NotImplementedError" in c.source}
+    stubs = {
+        _grade_id(c)
+        for c in nb.cells
+        if c.cell_type == "code"
+        and c.metadata.get("nbgrader", {}).get("solution")
+        and "raise NotImplementedError" in c.source
+    }
     notes = []
     broken = {}  # solution grade_id -> message when the cell defining it failed
     for index, cell in ran:
@@ -255,25 +288,35 @@ def run_visible_tests(path, timeout: int = DEFAULT_TIMEOUT) -> Report:
             error = errors[0]
             if _not_implemented(error):
                 continue
-            broken[meta["grade_id"]] = (f"the cell defining {meta['grade_id']} raised an error, so the function "
-                                        f"may not be defined:\n{_error_text(error)}")
+            broken[meta["grade_id"]] = (
+                f"the cell defining {meta['grade_id']} raised an error, so the function "
+                f"may not be defined:\n{_error_text(error)}"
+            )
             continue
         if meta.get("grade") and not meta.get("solution"):
             key = owner(meta["grade_id"], names) or meta["grade_id"]
             result = results[key]
-            stderr = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.name == "stderr")
+            stderr = "".join(
+                o.get("text", "")
+                for o in outputs
+                if o.output_type == "stream" and o.name == "stderr"
+            )
             if run_nb.cells[index].get("execution_count") is None and not outputs:
                 result.status = FAIL
-                result.messages.append(f"the visible test cell {meta['grade_id']} was not run"
-                                       + (": the kernel died before it" if stopped else ""))
+                result.messages.append(
+                    f"the visible test cell {meta['grade_id']} was not run"
+                    + (": the kernel died before it" if stopped else "")
+                )
             elif errors and _not_implemented(errors[0]) and key in stubs:
                 if result.status != FAIL:
                     result.status = TODO
             elif errors:
                 result.status = FAIL
                 if errors[0].get("ename") == "KeyboardInterrupt":
-                    result.messages.append(f"{meta['grade_id']} did not finish within {timeout} s "
-                                           "(an infinite loop, or a very slow solution?)")
+                    result.messages.append(
+                        f"{meta['grade_id']} did not finish within {timeout} s "
+                        "(an infinite loop, or a very slow solution?)"
+                    )
                 else:
                     result.messages.append(_error_text(errors[0]))
             elif stderr.strip():
@@ -281,14 +324,18 @@ def run_visible_tests(path, timeout: int = DEFAULT_TIMEOUT) -> Report:
                 result.messages.append(
                     f"{meta['grade_id']} wrote to stderr, and nbgrader gives 0 points to a test cell that "
                     f"does: {_first_line(stderr)}\nlikely cause: logging, print(..., file=sys.stderr) or a warning "
-                    "raised by your code outside the checks")
+                    "raised by your code outside the checks"
+                )
             elif result.status == NO_VISIBLE:
                 result.status = PASS
             continue
         # errors in the student's scratch cells are theirs to see; a locked cell failing is news
         if errors and meta.get("locked"):
-            what = (f"did not finish within {timeout} s" if errors[0].get("ename") == "KeyboardInterrupt"
-                    else f"raised {_error_text(errors[0]).splitlines()[0]}")
+            what = (
+                f"did not finish within {timeout} s"
+                if errors[0].get("ename") == "KeyboardInterrupt"
+                else f"raised {_error_text(errors[0]).splitlines()[0]}"
+            )
             notes.append(f"the read-only cell starting `{_first_line(cell.source)}` {what}")
 
     for name, message in broken.items():  # the tests' NameErrors would only repeat it
@@ -328,7 +375,9 @@ def _find_own_notebook() -> Path | None:
             path = Path.cwd() / path
         if path.suffix == ".ipynb" and path.is_file():
             return path
-        if path.suffix == ".ipynb" and (Path.cwd() / path.name).is_file():  # relative to the server root
+        if (
+            path.suffix == ".ipynb" and (Path.cwd() / path.name).is_file()
+        ):  # relative to the server root
             return Path.cwd() / path.name
     notebooks = sorted(Path.cwd().glob("*.ipynb"))
     return notebooks[0] if len(notebooks) == 1 else None
@@ -350,7 +399,9 @@ def _unsaved_cells(nb) -> list:
         history = []
     differ = []
     for cell in nb.cells:
-        name = cell.metadata.get("nbgrader", {}).get("grade_id") if cell.cell_type == "code" else None
+        name = (
+            cell.metadata.get("nbgrader", {}).get("grade_id") if cell.cell_type == "code" else None
+        )
         if not name or not cell.metadata["nbgrader"].get("solution"):
             continue
         defines = re.compile(rf"^(def|class)\s+{re.escape(name)}\b", re.M)

@@ -15,6 +15,7 @@ Everything is checked before anything is written, so bad input (a missing file, 
 notebook, invalid JSON, an id nbgrader cannot use) gets a clear error and an earlier zip is
 never replaced by a broken one.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -30,7 +31,9 @@ from autograder.learner.selfcheck import SelfCheckError, read_notebook
 
 __all__ = ["SubmitError", "submit", "add_parser"]
 
-STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # fullmatch: `$` matches before a final newline
+STUDENT_ID = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+)  # fullmatch: `$` matches before a final newline
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"  # nbgrader's Exchange.timestamp_format
 
 
@@ -43,37 +46,53 @@ def _release_notebooks(assignment: str, release: Path) -> dict:
     return {p.name: p for p in sorted(folder.glob("*.ipynb"))} if folder.is_dir() else {}
 
 
-def submit(notebook, student: str, assignment: str | None = None, output: Path | None = None,
-           release: Path = EXERCISES, now: datetime.datetime | None = None) -> Path:
+def submit(
+    notebook,
+    student: str,
+    assignment: str | None = None,
+    output: Path | None = None,
+    release: Path = EXERCISES,
+    now: datetime.datetime | None = None,
+) -> Path:
     """Validate ``notebook`` and write the zip; return its path. Raises :class:`SubmitError`."""
     notebook = Path(notebook)
     if not STUDENT_ID.fullmatch(student or ""):
-        raise SubmitError(f"student id {student!r} cannot be used: use letters, digits, '.', '_' and '-' "
-                          "only (at most 64, starting with a letter or digit), e.g. the id your instructor gave you")
+        raise SubmitError(
+            f"student id {student!r} cannot be used: use letters, digits, '.', '_' and '-' "
+            "only (at most 64, starting with a letter or digit), e.g. the id your instructor gave you"
+        )
     try:
         nb = read_notebook(notebook)
     except SelfCheckError as exc:
         raise SubmitError(str(exc)) from None
     assignment = assignment or notebook.resolve().parent.name
     if not release.is_dir():
-        raise SubmitError(f"cannot find the course's exercises folder ({release}): run `autograder submit` "
-                          "from the course's own checkout (where `make lab` runs)")
+        raise SubmitError(
+            f"cannot find the course's exercises folder ({release}): run `autograder submit` "
+            "from the course's own checkout (where `make lab` runs)"
+        )
     known = sorted(p.name for p in release.iterdir() if p.is_dir() and not p.name.startswith("."))
     releases = _release_notebooks(assignment, release)
     if not releases:
-        raise SubmitError(f"unknown assignment {assignment!r} (taken from the notebook's folder): use "
-                          f"--assignment with one of {', '.join(known) or '(none found)'}")
+        raise SubmitError(
+            f"unknown assignment {assignment!r} (taken from the notebook's folder): use "
+            f"--assignment with one of {', '.join(known) or '(none found)'}"
+        )
     if notebook.name not in releases:
         expected = " or ".join(releases)
-        raise SubmitError(f"nbgrader grades a notebook by its file name, and {notebook.name!r} is not one of "
-                          f"assignment {assignment}'s notebooks ({expected}). Rename it (File > Rename "
-                          "Notebook) or submit the right file.")
+        raise SubmitError(
+            f"nbgrader grades a notebook by its file name, and {notebook.name!r} is not one of "
+            f"assignment {assignment}'s notebooks ({expected}). Rename it (File > Rename "
+            "Notebook) or submit the right file."
+        )
     release_nb = read_notebook(releases[notebook.name])
     expected_answers, _ = graded_cells(release_nb)
     answers, _ = graded_cells(nb)
     if set(answers) != set(expected_answers):
-        raise SubmitError(f"{notebook.name} does not look like assignment {assignment}: its answer cells are "
-                          f"{', '.join(answers) or '(none)'}, expected {', '.join(expected_answers)}")
+        raise SubmitError(
+            f"{notebook.name} does not look like assignment {assignment}: its answer cells are "
+            f"{', '.join(answers) or '(none)'}, expected {', '.join(expected_answers)}"
+        )
 
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime(TIMESTAMP_FORMAT)
     output = Path(output) if output else Path("submissions") / f"{student}-{assignment}.zip"
@@ -94,9 +113,13 @@ def submit(notebook, student: str, assignment: str | None = None, output: Path |
 
 def _not_attempted(notebook: Path) -> list:
     nb = read_notebook(notebook)
-    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
-            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")
-            and "raise NotImplementedError" in c.source]
+    return [
+        c.metadata["nbgrader"]["grade_id"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        and c.metadata.get("nbgrader", {}).get("solution")
+        and "raise NotImplementedError" in c.source
+    ]
 
 
 def add_parser(subparsers):
@@ -104,14 +127,23 @@ def add_parser(subparsers):
         "submit",
         help="zip an exercise notebook for your instructor (nbgrader submitted/ layout)",
         description="Check that NOTEBOOK is an exercise of this course and write a zip with it in "
-                    "nbgrader's layout submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb (plus timestamp.txt). "
-                    "Hand the zip to your instructor; with a JupyterHub, use Nbgrader > Assignment List instead.",
+        "nbgrader's layout submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb (plus timestamp.txt). "
+        "Hand the zip to your instructor; with a JupyterHub, use Nbgrader > Assignment List instead.",
     )
-    parser.add_argument("notebook", type=Path, help="e.g. exercises/01_relu_inplace/01_relu_inplace.ipynb")
-    parser.add_argument("--student", required=True, help="your student id (as your instructor knows you)")
-    parser.add_argument("--assignment", help="assignment name (default: the notebook's folder name)")
-    parser.add_argument("--output", type=Path,
-                        help="zip file to write (default: submissions/STUDENT-ASSIGNMENT.zip)")
+    parser.add_argument(
+        "notebook", type=Path, help="e.g. exercises/01_relu_inplace/01_relu_inplace.ipynb"
+    )
+    parser.add_argument(
+        "--student", required=True, help="your student id (as your instructor knows you)"
+    )
+    parser.add_argument(
+        "--assignment", help="assignment name (default: the notebook's folder name)"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="zip file to write (default: submissions/STUDENT-ASSIGNMENT.zip)",
+    )
     parser.set_defaults(func=_main)
 
 
@@ -127,6 +159,10 @@ def _main(args) -> int:
             print(f"  {name}")
     todo = _not_attempted(args.notebook)
     if todo:
-        print(f"Note: {', '.join(todo)} still raise NotImplementedError (not attempted yet); they score 0.")
-    print("Send this file to your instructor. Run `autograder check` first to see the visible tests pass.")
+        print(
+            f"Note: {', '.join(todo)} still raise NotImplementedError (not attempted yet); they score 0."
+        )
+    print(
+        "Send this file to your instructor. Run `autograder check` first to see the visible tests pass."
+    )
     return 0

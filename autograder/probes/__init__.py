@@ -23,15 +23,31 @@ the student's code runs (``backward_with(data, g)``: ``MyReLU.apply(x).backward(
 :mod:`.training_loops`, :mod:`.diagnosis`); they use the student's names through :func:`student`, looked up at call
 time where they run, as a test cell's global would be.
 """
+
 from __future__ import annotations
 
 import operator
 
-__all__ = ["T", "fn", "call", "seq", "const", "throw", "Fn", "Boom", "Stop", "student", "on_a_non_leaf",
-           "leaf_error_passes_through", "inverse_sharing_memory", "inverse_private_copy"]
+__all__ = [
+    "T",
+    "fn",
+    "call",
+    "seq",
+    "const",
+    "throw",
+    "Fn",
+    "Boom",
+    "Stop",
+    "student",
+    "on_a_non_leaf",
+    "leaf_error_passes_through",
+    "inverse_sharing_memory",
+    "inverse_private_copy",
+]
 
 
 # --------------------------------------------------------------------------- functions as data
+
 
 class Expr:
     """An expression in the argument ``T`` of a one-argument function: built by attribute reads,
@@ -58,7 +74,14 @@ class Expr:
         return Expr(("item", self._node, _node(key)))
 
     def __call__(self, *args, **kwargs):
-        return Expr(("call", self._node, tuple(_node(a) for a in args), {k: _node(v) for k, v in kwargs.items()}))
+        return Expr(
+            (
+                "call",
+                self._node,
+                tuple(_node(a) for a in args),
+                {k: _node(v) for k, v in kwargs.items()},
+            )
+        )
 
     def __repr__(self):
         return _show(self._node)
@@ -68,12 +91,27 @@ def _binary(name, symbol, reflected=False):
     def op(self, other):
         a, b = (_node(other), self._node) if reflected else (self._node, _node(other))
         return Expr(("op", name, a, b))
+
     op.__name__ = f"__{'r' if reflected else ''}{name}__"
     return op
 
 
-_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "matmul": "@", "truediv": "/", "floordiv": "//", "mod": "%",
-            "pow": "**", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and_": "&", "or_": "|"}
+_SYMBOLS = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "matmul": "@",
+    "truediv": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "pow": "**",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "and_": "&",
+    "or_": "|",
+}
 for _name, _symbol in _SYMBOLS.items():
     _dunder = _name.rstrip("_")
     setattr(Expr, f"__{_dunder}__", _binary(_name, _symbol))
@@ -174,7 +212,9 @@ def fn(expr) -> Fn:
 def call(f, *args, **kwargs) -> Expr:
     """``f(*args, **kwargs)`` inside an expression (``call(torch.softmax, T, dim=0)``,
     ``call(operator.setitem, T.data, 0, 5.0)``); ``f`` is a function by reference or an expression."""
-    return Expr(("call", _node(f), tuple(_node(a) for a in args), {k: _node(v) for k, v in kwargs.items()}))
+    return Expr(
+        ("call", _node(f), tuple(_node(a) for a in args), {k: _node(v) for k, v in kwargs.items()})
+    )
 
 
 def seq(*exprs) -> Expr:
@@ -197,8 +237,10 @@ def student(name):
     from autograder import remote
 
     if remote.connected() is not None:
-        raise RuntimeError(f"a probe that uses the student's {name!r} runs where the student's code runs: "
-                           "call it through observe(probe, ...)")
+        raise RuntimeError(
+            f"a probe that uses the student's {name!r} runs where the student's code runs: "
+            "call it through observe(probe, ...)"
+        )
     server = remote.Server.serving()
     ns = server.namespace if server is not None else None
     if ns is None:
@@ -222,6 +264,7 @@ def student(name):
 
 # --------------------------------------------------------------------------- exceptions
 
+
 class Boom(Exception):
     """An exception of a class of its own, for a function handed to student code to raise."""
 
@@ -231,6 +274,7 @@ class Stop(BaseException):
 
 
 # --------------------------------------------------------------------------- probes (run where student code runs)
+
 
 def on_a_non_leaf(f, function, values, factor=2.0):
     """``f(function, x), x`` with ``x = torch.tensor(values, requires_grad=True) * factor`` made
@@ -260,7 +304,11 @@ def leaf_error_passes_through(f, values):
     try:
         f(writes_leaf, torch.tensor(values))
     except RuntimeError as exc:
-        return "the same RuntimeError" if raised and exc is raised[-1] else f"another RuntimeError: {exc}"
+        return (
+            "the same RuntimeError"
+            if raised and exc is raised[-1]
+            else f"another RuntimeError: {exc}"
+        )
     except BaseException as exc:  # noqa: BLE001
         return f"{type(exc).__name__}: {exc}"
     return "no exception"

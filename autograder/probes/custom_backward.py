@@ -2,6 +2,7 @@
 :func:`autograder.checks.observe`, run where the student's code runs (public: the procedure of a
 check, never its expected values or its messages). The student's names are looked up with
 :func:`autograder.probes.student` when a probe runs."""
+
 # generated from the test cells of solutions/02_custom_backward/02_custom_backward.ipynb; edited by hand since
 import torch
 from autograder.checks import TensorState
@@ -152,7 +153,7 @@ def run_my_relu_inplace(data, use_input, upstream):
     """Runs where your code runs: h = base * 1, out = MyReLUInplace.apply(h), upstream(h or out).backward()."""
     MyReLUInplace = student("MyReLUInplace")
     base = data.detach().clone().requires_grad_(True)
-    h = base * 1                      # a non-leaf that requires grad
+    h = base * 1  # a non-leaf that requires grad
     out = MyReLUInplace.apply(h)
     upstream(h if use_input else out).backward()
     return base.grad

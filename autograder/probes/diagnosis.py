@@ -8,6 +8,7 @@ the argument tuples of consecutive steps. :func:`run_steps` runs a step function
 runs the student's step through :func:`autograder.checks.observe` and its reference step on a
 second build, in the test.
 """
+
 import torch
 import torch.nn as nn
 
@@ -33,8 +34,16 @@ def run_steps(step, build, steps):
     for i in range(steps):
         torch.manual_seed(100 + i)
         returned = step(*calls[i % len(calls)])
-        out.append((returned, {f"{k}.{n}": p.detach().clone()
-                               for k, net in nets.items() for n, p in net.named_parameters()}))
+        out.append(
+            (
+                returned,
+                {
+                    f"{k}.{n}": p.detach().clone()
+                    for k, net in nets.items()
+                    for n, p in net.named_parameters()
+                },
+            )
+        )
     return out
 
 
@@ -45,29 +54,59 @@ def gan(seed=0, optimizer="sgd", dtype=torch.float32, batch=16):
     D = nn.Sequential(nn.Linear(2, 8, dtype=dtype), nn.LeakyReLU(0.2), nn.Linear(8, 1, dtype=dtype))
     opt_G, opt_D = _optimizer(optimizer, G), _optimizer(optimizer, D)
     gen = torch.Generator().manual_seed(seed + 1)
-    calls = [(G, D, opt_G, opt_D, torch.randn(batch, 2, generator=gen, dtype=dtype) * 0.5 + 1,
-              torch.randn(batch, 2, generator=gen, dtype=dtype)) for _ in range(2)]
+    calls = [
+        (
+            G,
+            D,
+            opt_G,
+            opt_D,
+            torch.randn(batch, 2, generator=gen, dtype=dtype) * 0.5 + 1,
+            torch.randn(batch, 2, generator=gen, dtype=dtype),
+        )
+        for _ in range(2)
+    ]
     return {"G": G, "D": D}, calls
 
 
 def critic(seed=0, optimizer="sgd", c=0.05, dtype=torch.float32, batch=16):
     """Step 2: a WGAN critic C, its optimizer, two batches ``(real, fake)``, the clip value c."""
     torch.manual_seed(seed)
-    C = nn.Sequential(nn.Linear(2, 16, dtype=dtype), nn.LeakyReLU(0.2), nn.Linear(16, 1, dtype=dtype))
+    C = nn.Sequential(
+        nn.Linear(2, 16, dtype=dtype), nn.LeakyReLU(0.2), nn.Linear(16, 1, dtype=dtype)
+    )
     opt_C = _optimizer(optimizer, C)
     gen = torch.Generator().manual_seed(seed + 1)
-    calls = [(C, opt_C, torch.randn(batch, 2, generator=gen, dtype=dtype) * 0.5 + 1,
-              torch.randn(batch, 2, generator=gen, dtype=dtype), c) for _ in range(2)]
+    calls = [
+        (
+            C,
+            opt_C,
+            torch.randn(batch, 2, generator=gen, dtype=dtype) * 0.5 + 1,
+            torch.randn(batch, 2, generator=gen, dtype=dtype),
+            c,
+        )
+        for _ in range(2)
+    ]
     return {"C": C}, calls
 
 
 def gated_mlp(seed=0, optimizer="sgd", squash="sigmoid", dtype=torch.float32, batch=16):
     """Step 3: ``Linear, Sigmoid (or Tanh), ReLU(inplace=True), Linear``, its optimizer, two batches ``(x, y)``."""
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(4, 8, dtype=dtype), nn.Tanh() if squash == "tanh" else nn.Sigmoid(),
-                          nn.ReLU(inplace=True), nn.Linear(8, 1, dtype=dtype))
+    model = nn.Sequential(
+        nn.Linear(4, 8, dtype=dtype),
+        nn.Tanh() if squash == "tanh" else nn.Sigmoid(),
+        nn.ReLU(inplace=True),
+        nn.Linear(8, 1, dtype=dtype),
+    )
     opt = _optimizer(optimizer, model)
     gen = torch.Generator().manual_seed(seed + 1)
-    calls = [(model, opt, torch.randn(batch, 4, generator=gen, dtype=dtype),
-              torch.randn(batch, 1, generator=gen, dtype=dtype)) for _ in range(2)]
+    calls = [
+        (
+            model,
+            opt,
+            torch.randn(batch, 4, generator=gen, dtype=dtype),
+            torch.randn(batch, 1, generator=gen, dtype=dtype),
+        )
+        for _ in range(2)
+    ]
     return {"model": model}, calls

@@ -2,6 +2,7 @@
 :func:`autograder.checks.observe`, run where the student's code runs (public: the procedure of a
 check, never its expected values or its messages). The student's names are looked up with
 :func:`autograder.probes.student` when a probe runs."""
+
 # generated from the test cells of solutions/03_index_assignment/03_index_assignment.ipynb; edited by hand since
 import torch
 import torch.nn.functional as F
@@ -221,7 +222,7 @@ def relu_output_with_autograd_grad():
 
 def saved_input():
     h = x() * 1
-    y = h * h          # mul saves both inputs
+    y = h * h  # mul saves both inputs
     h[1] = 0.0
     y.sum().backward()
 
@@ -270,7 +271,9 @@ def returns_a_label():
 
 
 def returns_an_exception():
-    return RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    return RuntimeError(
+        "a leaf Variable that requires grad is being used in an in-place operation."
+    )
 
 
 def handles_its_own_error():

@@ -41,6 +41,7 @@ The package, by side of the process boundary:
 * :mod:`.pickler` - the restricted pickler: what a call carries (data, and names), never code;
 * :mod:`.errors`, :mod:`.silence` - what goes wrong with a call; quiet calls.
 """
+
 from __future__ import annotations
 
 from .client import Link, Outcome, Remote, connect, connected, dumps_call, observe
@@ -49,5 +50,18 @@ from .pickler import DELETED
 from .server import Server
 from .silence import quiet, quiet_depth
 
-__all__ = ["DELETED", "Link", "Outcome", "Remote", "Server", "StudentProcessError", "UnsupportedTest", "connect",
-           "connected", "dumps_call", "observe", "quiet", "quiet_depth"]
+__all__ = [
+    "DELETED",
+    "Link",
+    "Outcome",
+    "Remote",
+    "Server",
+    "StudentProcessError",
+    "UnsupportedTest",
+    "connect",
+    "connected",
+    "dumps_call",
+    "observe",
+    "quiet",
+    "quiet_depth",
+]

@@ -6,6 +6,7 @@ Runs in the judge (and in one kernel); imports nothing of the student's side: a 
 as :mod:`autograder.remote.pickler` makes it, and what comes back is an observation
 (:mod:`autograder.wire.observation`), decoded here.
 """
+
 from __future__ import annotations
 
 import base64
@@ -95,7 +96,11 @@ class Remote:
 
         for name in self._info.get("classes", ()):
             cls = _BUILTIN_CLASSES.get(name) or getattr(builtins, name, None)
-            if isinstance(cls, type) and name in observation.BUILTIN_CLASSES and name not in _NOT_CLAIMED:
+            if (
+                isinstance(cls, type)
+                and name in observation.BUILTIN_CLASSES
+                and name not in _NOT_CLAIMED
+            ):
                 return cls
         return Remote
 
@@ -200,8 +205,21 @@ class Remote:
         return _op("exit", self, *exc)
 
 
-READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__dict__", "__annotations__",
-                              "__wrapped__", "__self__", "__func__", "__defaults__", "__kwdefaults__"})
+READABLE_DUNDERS = frozenset(
+    {
+        "__name__",
+        "__qualname__",
+        "__doc__",
+        "__module__",
+        "__dict__",
+        "__annotations__",
+        "__wrapped__",
+        "__self__",
+        "__func__",
+        "__defaults__",
+        "__kwdefaults__",
+    }
+)
 # (functions, methods and classes are not named: what pickles or inspects arguments asks
 # isinstance(obj, types.FunctionType) and would take a handle for a local function)
 _NOT_CLAIMED = frozenset({"function", "builtin_function_or_method", "method", "type"})
@@ -210,24 +228,42 @@ _BUILTIN_CLASSES = {"generator": types.GeneratorType, "coroutine": types.Corouti
 
 def _binary(name, reflected=False):
     if reflected:
+
         def op(self, other):
             return _op(name, other, self)
     else:
+
         def op(self, other):
             return _op(name, self, other)
+
     return op
 
 
 def _unary(name):
     def op(self):
         return _op(name, self)
+
     return op
 
 
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(Remote, f"__{_name}__", _binary(_name))
-for _name in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift", "rshift",
-              "and", "xor", "or"):
+for _name in (
+    "add",
+    "sub",
+    "mul",
+    "matmul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "divmod",
+    "pow",
+    "lshift",
+    "rshift",
+    "and",
+    "xor",
+    "or",
+):
     setattr(Remote, f"__{_name}__", _binary(_name))
     setattr(Remote, f"__r{_name}__", _binary(_name, reflected=True))
     if _name != "divmod":
@@ -240,7 +276,6 @@ Remote.__hash__ = Remote.__dict__["__hash__"]  # type: ignore[method-assign]  # 
 def _op(name, *args):
     """Perform one operation of :data:`autograder.remote.server.OPS` on objects where the student's code runs."""
     return _ship(Remote(("$op", name)), args, {}).result()
-
 
 
 # --------------------------------------------------------------------------- outcome
@@ -285,7 +320,9 @@ def observe(fn, *args, **kwargs) -> Outcome:
     (``.stderr``, ``.warnings``), never printed, so they cannot fail the test."""
     tracked, remote = walk((fn, args, kwargs), Remote)
     with quiet_depth():  # (a probe of autograder.probes always runs where the student's code runs)
-        if _LINK[0] is not None and (remote or str(getattr(fn, "__module__", "")).startswith("autograder.probes.")):
+        if _LINK[0] is not None and (
+            remote or str(getattr(fn, "__module__", "")).startswith("autograder.probes.")
+        ):
             return _ship(fn, args, kwargs, tracked)
     return _local(fn, args, kwargs, tracked)
 
@@ -307,8 +344,11 @@ def _local(fn, args, kwargs, tracked):
     dec = observation.Decoder(tracked)
     if error is None:
         value = dec.decode(observation.loads(observation.dumps(enc.encode(value))))
-    after = [(o, dec.after(i, observation.loads(observation.dumps(enc.encode(o, top_tracked=True)))))
-             for i, o in enumerate(tracked) if has_state(o)]
+    after = [
+        (o, dec.after(i, observation.loads(observation.dumps(enc.encode(o, top_tracked=True)))))
+        for i, o in enumerate(tracked)
+        if has_state(o)
+    ]
     return Outcome(value, error, after, "", captured.getvalue(), warnings_seen)
 
 
@@ -345,7 +385,11 @@ def _ship(fn, args, kwargs, tracked=None):
         after_nodes = doc.get("after")
         if type(after_nodes) is not list or len(after_nodes) != len(tracked):
             raise observation.ObservationError("bad after-states")
-        after = [(o, dec.after(i, n)) for i, (o, n) in enumerate(zip(tracked, after_nodes)) if has_state(o)]
+        after = [
+            (o, dec.after(i, n))
+            for i, (o, n) in enumerate(zip(tracked, after_nodes))
+            if has_state(o)
+        ]
         texts = []
         for key in ("stdout", "stderr"):
             t = doc.get(key, "")
@@ -355,14 +399,18 @@ def _ship(fn, args, kwargs, tracked=None):
         warnings = doc.get("warnings", [])
         if type(warnings) is not list or any(type(w) is not str for w in warnings):
             raise observation.ObservationError("bad warnings")
-        if doc.get("names") is not None and link.rebind is not None:  # globals the call changed, as in one kernel
+        if (
+            doc.get("names") is not None and link.rebind is not None
+        ):  # globals the call changed, as in one kernel
             link.rebind(doc["names"])
     except observation.ObservationError as exc:
         problem = str(exc)
     else:
         problem = None
-    if problem is not None:  # (raised out here: the error, kept for the row's status, keeps no frame
-        reply = doc = None   # that holds the reply alive through its context)
+    if (
+        problem is not None
+    ):  # (raised out here: the error, kept for the row's status, keeps no frame
+        reply = doc = None  # that holds the reply alive through its context)
         error = StudentProcessError("tampered", f"an observation that cannot be genuine: {problem}")
         _report(error)
         raise error

@@ -1,4 +1,5 @@
 """What goes wrong with a call into student code, as the judge sees it."""
+
 from __future__ import annotations
 
 
@@ -23,8 +24,10 @@ class UnsupportedTest(StudentProcessError):
     instructor's solution first, grades that notebook in one kernel instead."""
 
     def __init__(self, message):
-        super().__init__("grader-error", f"{message}: only data, and functions or classes of an importable module "
-                                         "(autograder.probes, torch, the standard library) by reference, can cross "
-                                         "to the student's process (a grader limitation: the notebook is graded in "
-                                         "one kernel)")
-
+        super().__init__(
+            "grader-error",
+            f"{message}: only data, and functions or classes of an importable module "
+            "(autograder.probes, torch, the standard library) by reference, can cross "
+            "to the student's process (a grader limitation: the notebook is graded in "
+            "one kernel)",
+        )

@@ -7,6 +7,7 @@ importable module by reference. Never code: anything defined in a test cell rais
 :class:`~autograder.remote.errors.UnsupportedTest`. The student's process unpickles it
 (:class:`autograder.remote.server.Server`), resolving each path in its own namespace.
 """
+
 from __future__ import annotations
 
 import io
@@ -62,15 +63,23 @@ def dumps(obj, handle=()) -> bytes:
     except UnsupportedTest as exc:
         error = exc
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        error = UnsupportedTest(f"the test passes something into student code that cannot cross as data: {exc}"[:400])
+        error = UnsupportedTest(
+            f"the test passes something into student code that cannot cross as data: {exc}"[:400]
+        )
     else:
         return buffer.getvalue()
     raise error
 
 
-
-_NEVER_CROSS = (types.CodeType, types.FrameType, types.TracebackType, types.GeneratorType, types.CoroutineType,
-                types.CellType, types.ModuleType)
+_NEVER_CROSS = (
+    types.CodeType,
+    types.FrameType,
+    types.TracebackType,
+    types.GeneratorType,
+    types.CoroutineType,
+    types.CellType,
+    types.ModuleType,
+)
 
 
 def _what(o) -> str:
@@ -84,12 +93,18 @@ def _what(o) -> str:
 def _check_reference(o):
     """A function or class crosses only as a reference its module resolves to the same object."""
     module_name, qualname = getattr(o, "__module__", None), getattr(o, "__qualname__", None)
-    if isinstance(o, types.BuiltinFunctionType) and isinstance(getattr(o, "__self__", None), types.ModuleType):
+    if isinstance(o, types.BuiltinFunctionType) and isinstance(
+        getattr(o, "__self__", None), types.ModuleType
+    ):
         return  # a built-in function of a module: pickle names it (torch.relu_, math.sqrt)
     if isinstance(o, types.BuiltinFunctionType):
         return  # a built-in method bound to an object: pickled as (getattr, (object, name)), the object as data
-    ok = type(module_name) is str and type(qualname) is str and "<" not in qualname \
+    ok = (
+        type(module_name) is str
+        and type(qualname) is str
+        and "<" not in qualname
         and module_name.split(".")[0] != "__main__"
+    )
     if ok:
         target = sys.modules.get(module_name)
         for part in qualname.split("."):
@@ -149,7 +164,10 @@ def walk(roots, handle=()):
         if isinstance(o, handle):
             remote = True
             continue
-        if isinstance(o, (str, bytes, int, float, bool, type(None), types.ModuleType, types.BuiltinFunctionType)):
+        if isinstance(
+            o,
+            (str, bytes, int, float, bool, type(None), types.ModuleType, types.BuiltinFunctionType),
+        ):
             continue
         if isinstance(o, (list, tuple, set, frozenset)):
             stack.extend(reversed(list(o)))
@@ -169,12 +187,17 @@ def walk(roots, handle=()):
         elif isinstance(o, ProbeFn):  # (a function as data: what its expression holds)
             stack.append(o.expr._node if isinstance(o, probes.Fn) else o._node)
         elif isinstance(o, Module):
-            stack.extend(list(o._parameters.values()) + list(o._buffers.values()) + list(o._modules.values()))
+            stack.extend(
+                list(o._parameters.values()) + list(o._buffers.values()) + list(o._modules.values())
+            )
         elif isinstance(o, Optimizer):
             stack.extend(p for g in o.param_groups for p in g["params"])
         elif isinstance(o, type) and _by_value(o):
-            stack.extend(v for v in vars(o).values() if isinstance(v, (types.FunctionType, staticmethod,
-                                                                          classmethod, property)))
+            stack.extend(
+                v
+                for v in vars(o).values()
+                if isinstance(v, (types.FunctionType, staticmethod, classmethod, property))
+            )
         elif isinstance(o, (staticmethod, classmethod)):
             stack.append(o.__func__)
         elif hasattr(o, "__dict__") and not isinstance(o, type) and _by_value(type(o)):

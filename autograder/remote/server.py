@@ -2,6 +2,7 @@
 student's code runs and answers each with an observation (plain data, never a pickle).
 
 Runs in the test process inside the sandbox; imports nothing of the judge's side."""
+
 from __future__ import annotations
 
 import base64
@@ -32,19 +33,76 @@ def _operations():
         return it
 
     ops = {
-        "getattr": getattr, "setattr": setattr, "delattr": delattr, "dir": lambda o: sorted(dir(o)),
-        "isinstance": isinstance, "issubclass": issubclass, "copy": copy.copy, "deepcopy": copy.deepcopy,
-        "repr": repr, "str": str, "format": format, "len": len, "bool": bool, "iter": _iter, "next": next,
-        "reversed": reversed, "contains": operator.contains, "getitem": operator.getitem,
-        "setitem": operator.setitem, "delitem": operator.delitem, "hash": hash, "array": _array, "int": int,
-        "float": float, "complex": complex, "index": operator.index, "round": round,
-        "enter": lambda o: o.__enter__(), "exit": lambda o, *exc: o.__exit__(*exc),
-        "divmod": divmod, "pow": pow, "neg": operator.neg, "pos": operator.pos, "abs": abs,
-        "invert": operator.invert, "trunc": math.trunc, "floor": math.floor, "ceil": math.ceil,
+        "getattr": getattr,
+        "setattr": setattr,
+        "delattr": delattr,
+        "dir": lambda o: sorted(dir(o)),
+        "isinstance": isinstance,
+        "issubclass": issubclass,
+        "copy": copy.copy,
+        "deepcopy": copy.deepcopy,
+        "repr": repr,
+        "str": str,
+        "format": format,
+        "len": len,
+        "bool": bool,
+        "iter": _iter,
+        "next": next,
+        "reversed": reversed,
+        "contains": operator.contains,
+        "getitem": operator.getitem,
+        "setitem": operator.setitem,
+        "delitem": operator.delitem,
+        "hash": hash,
+        "array": _array,
+        "int": int,
+        "float": float,
+        "complex": complex,
+        "index": operator.index,
+        "round": round,
+        "enter": lambda o: o.__enter__(),
+        "exit": lambda o, *exc: o.__exit__(*exc),
+        "divmod": divmod,
+        "pow": pow,
+        "neg": operator.neg,
+        "pos": operator.pos,
+        "abs": abs,
+        "invert": operator.invert,
+        "trunc": math.trunc,
+        "floor": math.floor,
+        "ceil": math.ceil,
     }
-    for name in ("eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "matmul", "truediv", "floordiv",
-                 "mod", "lshift", "rshift", "xor", "iadd", "isub", "imul", "imatmul", "itruediv", "ifloordiv",
-                 "imod", "ipow", "ilshift", "irshift", "iand", "ixor", "ior"):
+    for name in (
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "add",
+        "sub",
+        "mul",
+        "matmul",
+        "truediv",
+        "floordiv",
+        "mod",
+        "lshift",
+        "rshift",
+        "xor",
+        "iadd",
+        "isub",
+        "imul",
+        "imatmul",
+        "itruediv",
+        "ifloordiv",
+        "imod",
+        "ipow",
+        "ilshift",
+        "irshift",
+        "iand",
+        "ixor",
+        "ior",
+    ):
         ops[name] = getattr(operator, name)
     ops["and"], ops["or"] = operator.and_, operator.or_
     return ops
@@ -61,12 +119,16 @@ class Server:
     sends with :meth:`serve_call`; a handle's path in the call is resolved here, against this
     server's namespace, never looked up by a name anywhere else."""
 
-    _serving: "Server | None" = None  # the server performing a call in this process (a probe's student() reads it)
+    _serving: "Server | None" = (
+        None  # the server performing a call in this process (a probe's student() reads it)
+    )
 
     def __init__(self, namespace: dict):
         self.namespace = namespace
         self.kept: list = []  # objects returned by student code that stay callable (handles)
-        self.names_changed = None  # () -> names report of what a call bound, rebound, deleted or changed
+        self.names_changed = (
+            None  # () -> names report of what a call bound, rebound, deleted or changed
+        )
 
     @classmethod
     def serving(cls):
@@ -103,17 +165,20 @@ class Server:
         finally:
             Server._serving = previous
 
-
     def _serve_call(self, header, payload, out_fd, err_fd):
         rng = header.get("rng")
         # the judge's call, as pickler.dumps made it (the supervisor relays only what the judge sent): data, and
         # functions and classes by reference - never a test's code, constants or docstrings
         tracked, fn, args, kwargs, edits = _Unpickler(self, io.BytesIO(payload)).load()
         torch = sys.modules.get("torch")
-        arrival = {id(o): o._version for o in tracked if torch is not None and isinstance(o, torch.Tensor)}
+        arrival = {
+            id(o): o._version for o in tracked if torch is not None and isinstance(o, torch.Tensor)
+        }
         if isinstance(rng, str) and torch is not None:
             try:
-                torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(rng)), dtype=torch.uint8))
+                torch.set_rng_state(
+                    torch.frombuffer(bytearray(base64.b64decode(rng)), dtype=torch.uint8)
+                )
             except Exception:  # noqa: BLE001
                 pass
         sizes = [_size(out_fd), _size(err_fd)]
@@ -143,18 +208,26 @@ class Server:
         enc = observation.Encoder(tracked, keep=self.keep, arrival=arrival)
         try:
             doc[outcome[0]] = enc.encode(outcome[1])
-            doc["after"] = [enc.encode(o, top_tracked=True) if has_state(o) else None for o in tracked]
+            doc["after"] = [
+                enc.encode(o, top_tracked=True) if has_state(o) else None for o in tracked
+            ]
         except observation.ObservationTooLarge as exc:
             doc = {"error": f"what the call returned is too large to grade: {exc}"}
         except Exception as exc:  # noqa: BLE001 - an object that breaks when read
-            doc = {"error": f"what the call returned could not be read: {type(exc).__name__}: {exc}"[:500]}
+            doc = {
+                "error": f"what the call returned could not be read: {type(exc).__name__}: {exc}"[
+                    :500
+                ]
+            }
         doc["stdout"] = _read_from(out_fd, sizes[0])
         doc["stderr"] = _read_from(err_fd, sizes[1])
         doc["warnings"] = [str(w)[:500] for w in warnings_seen][:50]
         try:
             return observation.dumps(doc)
         except observation.ObservationTooLarge as exc:
-            return observation.dumps({"error": f"what the call returned is too large to grade: {exc}"})
+            return observation.dumps(
+                {"error": f"what the call returned is too large to grade: {exc}"}
+            )
 
     def _apply_edits(self, edits):
         """A test cell's ``del name`` / ``name = other`` of the student's names, for one call (nbgrader
@@ -166,7 +239,12 @@ class Server:
         missing = object()
         for name, value in edits.items():
             saved[name] = self.namespace.get(name, missing)
-            if type(value) is tuple and len(value) == 1 and type(value[0]) is str and value[0] == DELETED[0]:
+            if (
+                type(value) is tuple
+                and len(value) == 1
+                and type(value[0]) is str
+                and value[0] == DELETED[0]
+            ):
                 self.namespace.pop(name, None)
             else:
                 self.namespace[name] = value

@@ -2,6 +2,7 @@
 cell's output (nbgrader scores a test cell 0 as soon as it writes to stderr). The depth counts
 the ``quiet()`` blocks open in this process: a call shipped to the student's process from
 inside one runs quietly there too."""
+
 from __future__ import annotations
 
 import contextlib
@@ -39,4 +40,3 @@ def quiet_depth():
         yield
     finally:
         _DEPTH[0] -= 1
-

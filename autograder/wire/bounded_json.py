@@ -5,13 +5,14 @@ header such as the names report - goes through :func:`parse_json`: its size, its
 values and its depth are counted on the bytes first (:func:`check_bounds`), and its text is made
 safe for UTF-8 once, here at the boundary (lone surrogates become U+FFFD).
 """
+
 from __future__ import annotations
 
 import itertools
 import json
 import re
 
-MAX_DOCUMENT = 96 << 20     # one encoded observation
+MAX_DOCUMENT = 96 << 20  # one encoded observation
 # Bounds on what the host parses from the sandbox, checked on the raw bytes *before* any
 # allocation (an observation, a frame header such as the names report): a document of at most
 # MAX_DOCUMENT bytes with at most MAX_NODES JSON values (each list, object, string, number)
@@ -20,7 +21,7 @@ MAX_DOCUMENT = 96 << 20     # one encoded observation
 # 95 MB reply of nested lists took 4.9 GB in the judge. An honest observation is far inside
 # them: a tensor or an array is one string, a list of MAX_ITEMS numbers 100,000 values.
 MAX_NODES = 1_000_000
-MAX_JSON_DEPTH = 100         # (a dict costs 3 levels of JSON per level of MAX_DEPTH)
+MAX_JSON_DEPTH = 100  # (a dict costs 3 levels of JSON per level of MAX_DEPTH)
 
 
 class ObservationError(ValueError):
@@ -52,14 +53,18 @@ def check_bounds(data, max_bytes=MAX_DOCUMENT, max_nodes=MAX_NODES, max_depth=MA
     nodes = opens + data.count(b",") + data.count(b":") + 1
     if nodes > max_nodes:
         raise TooLargeToParse(f"a document of about {nodes} values (at most {max_nodes})")
-    if opens > max_depth and _depth(data) > max_depth:  # (brackets in strings counted: an upper bound)
+    if (
+        opens > max_depth and _depth(data) > max_depth
+    ):  # (brackets in strings counted: an upper bound)
         depth = _depth(_STRINGS.sub(b"", data))
         if depth > max_depth:
             raise TooLargeToParse(f"a document nested {depth} deep (at most {max_depth})")
 
 
 def _depth(data):
-    return max(itertools.accumulate(_DEPTH[b] for b in data.translate(None, _NOT_BRACKETS)), default=0)
+    return max(
+        itertools.accumulate(_DEPTH[b] for b in data.translate(None, _NOT_BRACKETS)), default=0
+    )
 
 
 def safe_text(text: str) -> str:

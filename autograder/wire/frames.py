@@ -7,6 +7,7 @@ Every reader bounds both lengths before reading, parses a header only within the
 made safe for UTF-8), and a header that is not a JSON object is a :class:`ProtocolError`: a
 process that runs student code can write anything on its channel.
 """
+
 from __future__ import annotations
 
 import json
@@ -130,8 +131,8 @@ class FrameReader:
             total = HEADER.size + hlen + blen
             if len(self.buf) < total:
                 break
-            raw = bytes(self.buf[HEADER.size:HEADER.size + hlen])
-            body = bytes(self.buf[HEADER.size + hlen:total])
+            raw = bytes(self.buf[HEADER.size : HEADER.size + hlen])
+            body = bytes(self.buf[HEADER.size + hlen : total])
             del self.buf[:total]
             frames.append((_header(raw), body))
         return frames

@@ -37,6 +37,7 @@ shape), tensors. pandas objects are not encoded by value (pandas is not a depend
 project and no test of it could run here): they stay handles, which index, iterate, compare
 and convert (``__array__``) as in one kernel.
 """
+
 from __future__ import annotations
 
 import base64
@@ -58,14 +59,26 @@ from .bounded_json import (  # noqa: F401 - the codec's parser and bounds, named
     safe_text,
 )
 
-MAX_DEPTH = 24              # deeper structures are cut off (an honest value is never that deep)
-MAX_ITEMS = 100_000         # elements of one container
-MAX_STR = 200_000           # characters of one string
+MAX_DEPTH = 24  # deeper structures are cut off (an honest value is never that deep)
+MAX_ITEMS = 100_000  # elements of one container
+MAX_STR = 200_000  # characters of one string
 MAX_TENSOR_BYTES = 64 << 20  # one tensor's data
 REPR_CHARS = 300
 
-DTYPES = ("float64", "float32", "float16", "bfloat16", "complex64", "complex128", "int64", "int32",
-          "int16", "int8", "uint8", "bool")
+DTYPES = (
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "complex64",
+    "complex128",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+)
 
 
 class ObservationTooLarge(ValueError):
@@ -93,7 +106,9 @@ class Foreign:
         return self.text
 
     def __bool__(self):
-        raise TypeError(f"{self.text} is not a bool: the judge does not let objects decide their truth")
+        raise TypeError(
+            f"{self.text} is not a bool: the judge does not let objects decide their truth"
+        )
 
 
 @dataclass
@@ -105,13 +120,17 @@ class TensorMeta:
     grad_fn: str | None
     version: int
     grad: object  # a tensor or None
-    storage: tuple | None  # two tensors with equal storage share memory (only within one observation)
+    storage: (
+        tuple | None
+    )  # two tensors with equal storage share memory (only within one observation)
     offset: int
     stride: tuple
 
 
 _META: dict = {}  # id(tensor) -> (weak reference, TensorMeta), for tensors this module decoded
-_SERIALS = itertools.count(1)  # one per decoded observation: storage ids are only comparable within one
+_SERIALS = itertools.count(
+    1
+)  # one per decoded observation: storage ids are only comparable within one
 
 
 def meta_of(tensor):
@@ -171,14 +190,29 @@ def _dtype_name(dtype) -> str:
 class Encoder:
     """Encode values where student code runs. ``tracked``: objects the judge sent (by position)."""
 
-    def __init__(self, tracked=(), keep=None, arrival=None, plain_only=False, max_nodes=None, max_bytes=None,
-                 max_tensor_elements=None):
+    def __init__(
+        self,
+        tracked=(),
+        keep=None,
+        arrival=None,
+        plain_only=False,
+        max_nodes=None,
+        max_bytes=None,
+        max_tensor_elements=None,
+    ):
         self.tracked = {id(o): i for i, o in enumerate(tracked)}
         self._alive = list(tracked)
         # version counters of the tracked tensors when the call began: an argument's version is
         # reported as a change, because the copy that arrived here started at its own version
-        self.arrival = arrival if arrival is not None else {
-            id(o): o._version for o in tracked if _torch() is not None and isinstance(o, _torch().Tensor)}
+        self.arrival = (
+            arrival
+            if arrival is not None
+            else {
+                id(o): o._version
+                for o in tracked
+                if _torch() is not None and isinstance(o, _torch().Tensor)
+            }
+        )
         self.storages: dict = {}
         self.keep = keep  # callable(obj) -> handle id, for objects that stay where they live
         self.size = 0
@@ -208,8 +242,13 @@ class Encoder:
         if depth > MAX_DEPTH:
             if self.plain_only:
                 raise NotPlain("nested too deeply")
-            return {"$": "object", "type": type(value).__name__, "repr": "(nested too deeply)", "handle": None,
-                    "cut": True}
+            return {
+                "$": "object",
+                "type": type(value).__name__,
+                "repr": "(nested too deeply)",
+                "handle": None,
+                "cut": True,
+            }
         if not top_tracked and id(value) in self.tracked:
             return {"$": "ref", "i": self.tracked[id(value)]}
         t = type(value)
@@ -252,35 +291,63 @@ class Encoder:
         if isinstance(value, list):
             return [self.encode(v, depth + 1) for v in self._items(value)]
         if isinstance(value, (tuple, set, frozenset)):
-            kind = "tuple" if isinstance(value, tuple) else t.__name__ if t in (set, frozenset) else "set"
+            kind = (
+                "tuple"
+                if isinstance(value, tuple)
+                else t.__name__
+                if t in (set, frozenset)
+                else "set"
+            )
             items = self._items(value)
             if kind != "tuple":
                 items = sorted(items, key=_sort_key)
             return {"$": kind, "items": [self.encode(v, depth + 1) for v in items]}
         if isinstance(value, dict):
-            return {"$": "dict", "items": [[self.encode(k, depth + 1), self.encode(v, depth + 1)]
-                                           for k, v in self._items(list(value.items()))]}
+            return {
+                "$": "dict",
+                "items": [
+                    [self.encode(k, depth + 1), self.encode(v, depth + 1)]
+                    for k, v in self._items(list(value.items()))
+                ],
+            }
         if self.plain_only:
             raise NotPlain(type(value).__name__)
         TensorState, CallRecorder = _REGISTERED.get("state", ()), _REGISTERED.get("recorder", ())
         if isinstance(value, TensorState):
-            return {"$": "state", "values": self._tensor(value.values, depth + 1), "version": int(value.version),
-                    "requires_grad": bool(value.requires_grad),
-                    "grad": None if value.grad is None else self._tensor(value.grad, depth + 1)}
+            return {
+                "$": "state",
+                "values": self._tensor(value.values, depth + 1),
+                "version": int(value.version),
+                "requires_grad": bool(value.requires_grad),
+                "grad": None if value.grad is None else self._tensor(value.grad, depth + 1),
+            }
         if isinstance(value, CallRecorder):
-            return {"$": "recorder",
-                    "calls": [[self.encode(tuple(a), depth + 2), self.encode(dict(k), depth + 2)]
-                              for a, k in self._items(value.calls)],
-                    "snapshots": [self.encode(tuple(s), depth + 2) for s in self._items(value.snapshots)]}
+            return {
+                "$": "recorder",
+                "calls": [
+                    [self.encode(tuple(a), depth + 2), self.encode(dict(k), depth + 2)]
+                    for a, k in self._items(value.calls)
+                ],
+                "snapshots": [
+                    self.encode(tuple(s), depth + 2) for s in self._items(value.snapshots)
+                ],
+            }
         if torch is not None and isinstance(value, torch.nn.Module):
             return {
-                "$": "module", "type": _qualname(type(value)), "training": bool(value.training),
+                "$": "module",
+                "type": _qualname(type(value)),
+                "training": bool(value.training),
                 "parameters": {n: self._tensor(p, depth + 1) for n, p in value.named_parameters()},
                 "buffers": {n: self._tensor(b, depth + 1) for n, b in value.named_buffers()},
                 "handle": self.keep(value) if self.keep else None,
             }
-        return {"$": "object", "type": _qualname(type(value)), "repr": _safe_repr(value),
-                "handle": self.keep(value) if self.keep else None, "classes": builtin_classes(type(value))}
+        return {
+            "$": "object",
+            "type": _qualname(type(value)),
+            "repr": _safe_repr(value),
+            "handle": self.keep(value) if self.keep else None,
+            "classes": builtin_classes(type(value)),
+        }
 
     def _items(self, container):
         items = list(container)
@@ -291,22 +358,31 @@ class Encoder:
     def _tensor(self, t, depth):
         torch = _torch()
         subclass = None if type(t) in (torch.Tensor, torch.nn.Parameter) else _qualname(type(t))
-        if self.plain_only and (subclass or (self.max_tensor_elements is not None
-                                             and t.numel() > self.max_tensor_elements)):
+        if self.plain_only and (
+            subclass
+            or (self.max_tensor_elements is not None and t.numel() > self.max_tensor_elements)
+        ):
             raise NotPlain("a tensor subclass or a large tensor")
         with torch._C.DisableTorchFunction():
             plain = t.as_subclass(torch.Tensor) if subclass else t
             if plain.layout != torch.strided or plain.is_quantized:
-                return {"$": "object", "type": f"torch.Tensor ({plain.layout})", "repr": _safe_repr(t),
-                        "handle": None}
+                return {
+                    "$": "object",
+                    "type": f"torch.Tensor ({plain.layout})",
+                    "repr": _safe_repr(t),
+                    "handle": None,
+                }
             data = plain.detach()
             if data.device.type != "cpu":
                 data = data.cpu()
             if _dtype_name(data.dtype) not in DTYPES:
                 data = data.to(torch.float64)
             contiguous = data.contiguous()
-            raw = contiguous.numpy().tobytes() if contiguous.dtype not in (torch.bfloat16,) else \
-                contiguous.view(torch.int16).numpy().tobytes()
+            raw = (
+                contiguous.numpy().tobytes()
+                if contiguous.dtype not in (torch.bfloat16,)
+                else contiguous.view(torch.int16).numpy().tobytes()
+            )
             if len(raw) > MAX_TENSOR_BYTES:
                 raise ObservationTooLarge(f"a tensor of {len(raw)} bytes")
             self.size += len(raw)
@@ -320,36 +396,81 @@ class Encoder:
             if id(t) in self.arrival and id(t) in self.tracked:
                 extra["version_of"] = self.tracked[id(t)]
                 extra["version_delta"] = int(plain._version) - int(self.arrival[id(t)])
-            return {**extra,
-                "$": "tensor", "dtype": _dtype_name(contiguous.dtype), "shape": list(contiguous.shape),
-                "data": base64.b64encode(raw).decode(), "requires_grad": bool(plain.requires_grad),
-                "is_leaf": bool(plain.is_leaf), "grad_fn": None if fn is None else type(fn).__name__,
-                "version": int(plain._version), "grad": grad, "storage": self._storage_id(plain),
-                "offset": int(plain.storage_offset()), "stride": list(plain.stride()), "subclass": subclass,
+            return {
+                **extra,
+                "$": "tensor",
+                "dtype": _dtype_name(contiguous.dtype),
+                "shape": list(contiguous.shape),
+                "data": base64.b64encode(raw).decode(),
+                "requires_grad": bool(plain.requires_grad),
+                "is_leaf": bool(plain.is_leaf),
+                "grad_fn": None if fn is None else type(fn).__name__,
+                "version": int(plain._version),
+                "grad": grad,
+                "storage": self._storage_id(plain),
+                "offset": int(plain.storage_offset()),
+                "stride": list(plain.stride()),
+                "subclass": subclass,
             }
 
     def _numpy(self, value, numpy):
         arr = numpy.asarray(value)
-        if arr.dtype.kind not in NUMPY_KINDS or arr.dtype.fields is not None or arr.dtype.subdtype is not None \
-                or type(value) not in (numpy.ndarray,) and not isinstance(value, numpy.generic):
+        if (
+            arr.dtype.kind not in NUMPY_KINDS
+            or arr.dtype.fields is not None
+            or arr.dtype.subdtype is not None
+            or type(value) not in (numpy.ndarray,)
+            and not isinstance(value, numpy.generic)
+        ):
             if self.plain_only:
                 raise NotPlain(f"numpy {arr.dtype}")
-            return {"$": "object", "type": _qualname(type(value)), "repr": _safe_repr(value),
-                    "handle": self.keep(value) if self.keep else None, "classes": builtin_classes(type(value))}
+            return {
+                "$": "object",
+                "type": _qualname(type(value)),
+                "repr": _safe_repr(value),
+                "handle": self.keep(value) if self.keep else None,
+                "classes": builtin_classes(type(value)),
+            }
         if arr.nbytes > MAX_TENSOR_BYTES:
             raise ObservationTooLarge(f"an array of {arr.nbytes} bytes")
         self._spend(arr.nbytes * 4 // 3)
         raw = numpy.ascontiguousarray(arr).tobytes()
-        return {"$": "numpy", "dtype": arr.dtype.str, "shape": list(arr.shape),
-                "data": base64.b64encode(raw).decode(), "scalar": isinstance(value, numpy.generic)}
+        return {
+            "$": "numpy",
+            "dtype": arr.dtype.str,
+            "shape": list(arr.shape),
+            "data": base64.b64encode(raw).decode(),
+            "scalar": isinstance(value, numpy.generic),
+        }
 
 
 NUMPY_KINDS = "biufcUS"  # numbers, bools, fixed-width str and bytes (object arrays stay handles)
 
 # built-in classes a handle's ``__class__`` may name in the judge (never looked up by any other name)
-BUILTIN_CLASSES = ("bool", "int", "float", "complex", "str", "bytes", "bytearray", "list", "tuple", "dict", "set",
-                   "frozenset", "range", "slice", "memoryview", "BaseException", "generator", "coroutine",
-                   "function", "builtin_function_or_method", "method", "type")
+BUILTIN_CLASSES = (
+    "bool",
+    "int",
+    "float",
+    "complex",
+    "str",
+    "bytes",
+    "bytearray",
+    "list",
+    "tuple",
+    "dict",
+    "set",
+    "frozenset",
+    "range",
+    "slice",
+    "memoryview",
+    "BaseException",
+    "generator",
+    "coroutine",
+    "function",
+    "builtin_function_or_method",
+    "method",
+    "type",
+)
 
 
 def builtin_classes(cls) -> list:
@@ -376,9 +497,13 @@ def _exception(exc):
     except Exception:  # noqa: BLE001
         message = ""
     t = type(exc)
-    return {"$": "exception", "type": t.__qualname__ if isinstance(t.__qualname__, str) else "Exception",
-            "module": t.__module__ if isinstance(t.__module__, str) else "", "message": message[:MAX_STR],
-            "bases": [c.__name__ for c in t.__mro__ if c.__module__ == "builtins"][:8]}
+    return {
+        "$": "exception",
+        "type": t.__qualname__ if isinstance(t.__qualname__, str) else "Exception",
+        "module": t.__module__ if isinstance(t.__module__, str) else "",
+        "message": message[:MAX_STR],
+        "bases": [c.__name__ for c in t.__mro__ if c.__module__ == "builtins"][:8],
+    }
 
 
 def _qualname(t) -> str:
@@ -483,7 +608,9 @@ class Decoder:
             return self._numpy(node)
         if kind == "exception":
             return mirror_exception(node)
-        if kind in ("recorder", "state") and kind not in _REGISTERED:  # (no test here could have sent one)
+        if (
+            kind in ("recorder", "state") and kind not in _REGISTERED
+        ):  # (no test here could have sent one)
             return Foreign("object", kind, f"a {kind} object")
         if kind == "recorder":
             rec = _REGISTERED["recorder"](None)
@@ -524,15 +651,24 @@ class Decoder:
                     if isinstance(value, Foreign):
                         raise ObservationError("a module parameter that is not a tensor")
                     params[group][name] = value
-            return ObservedModule(_str(node, "type")[:200], bool(node.get("training")), params["parameters"],
-                                  params["buffers"], self._handle(node))
+            return ObservedModule(
+                _str(node, "type")[:200],
+                bool(node.get("training")),
+                params["parameters"],
+                params["buffers"],
+                self._handle(node),
+            )
         if kind == "object":
             type_name = _str(node, "type")[:200]
             text = _str(node, "repr")[:REPR_CHARS]
             handle = self._handle(node)
-            if handle is not None and not node.get("cut"):  # under the grader: the object itself, by proxy
+            if handle is not None and not node.get(
+                "cut"
+            ):  # under the grader: the object itself, by proxy
                 return handle
-            return Foreign("object", type_name, f"a {type_name}: {text}" if text else f"a {type_name}", handle)
+            return Foreign(
+                "object", type_name, f"a {type_name}: {text}" if text else f"a {type_name}", handle
+            )
         raise ObservationError(f"unknown node {kind!r}")
 
     def _handle(self, node):
@@ -542,9 +678,16 @@ class Decoder:
         if type(h) is not int or h < 0:
             raise ObservationError("bad handle")
         classes = node.get("classes", [])
-        if type(classes) is not list or len(classes) > 8 or any(type(c) is not str for c in classes):
+        if (
+            type(classes) is not list
+            or len(classes) > 8
+            or any(type(c) is not str for c in classes)
+        ):
             raise ObservationError("bad classes")
-        info = {"type": _str(node, "type")[:200], "classes": [c for c in classes if c in BUILTIN_CLASSES]}
+        info = {
+            "type": _str(node, "type")[:200],
+            "classes": [c for c in classes if c in BUILTIN_CLASSES],
+        }
         return self.handle(h, info)
 
     def _tensor(self, node, depth):
@@ -565,10 +708,17 @@ class Decoder:
         if len(raw) != numel * itemsize or len(raw) > MAX_TENSOR_BYTES:
             raise ObservationError("tensor data does not match its shape")
         if dtype == torch.bfloat16:
-            flat = torch.frombuffer(bytearray(raw), dtype=torch.int16).view(torch.bfloat16) if raw else \
-                torch.empty(0, dtype=dtype)
+            flat = (
+                torch.frombuffer(bytearray(raw), dtype=torch.int16).view(torch.bfloat16)
+                if raw
+                else torch.empty(0, dtype=dtype)
+            )
         else:
-            flat = torch.frombuffer(bytearray(raw), dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+            flat = (
+                torch.frombuffer(bytearray(raw), dtype=dtype)
+                if raw
+                else torch.empty(0, dtype=dtype)
+            )
         value = flat.reshape(shape).clone()
         requires_grad = _bool(node, "requires_grad")
         is_leaf = _bool(node, "is_leaf")
@@ -590,20 +740,43 @@ class Decoder:
         if subclass is not None:
             if type(subclass) is not str:
                 raise ObservationError("bad subclass")
-            return Foreign("tensor subclass", subclass[:200],
-                           f"a {subclass[:200]} (a torch.Tensor subclass)")
+            return Foreign(
+                "tensor subclass", subclass[:200], f"a {subclass[:200]} (a torch.Tensor subclass)"
+            )
         if requires_grad and (value.is_floating_point() or value.is_complex()):
             value.requires_grad_(True)
-            if grad is not None and is_leaf and not isinstance(grad, Foreign) and grad.shape == value.shape:
+            if (
+                grad is not None
+                and is_leaf
+                and not isinstance(grad, Foreign)
+                and grad.shape == value.shape
+            ):
                 value.grad = grad.detach().to(value.dtype)
         if "version_of" in node:  # an argument of the call: its version moved by this much here
             i, delta = node.get("version_of"), node.get("version_delta")
-            if type(i) is not int or type(delta) is not int or not 0 <= i < len(self.tracked) \
-                    or not isinstance(self.tracked[i], torch.Tensor):
-                raise ObservationError("a version change for an object that is not a tensor argument")
+            if (
+                type(i) is not int
+                or type(delta) is not int
+                or not 0 <= i < len(self.tracked)
+                or not isinstance(self.tracked[i], torch.Tensor)
+            ):
+                raise ObservationError(
+                    "a version change for an object that is not a tensor argument"
+                )
             version = self.tracked[i]._version + delta
-        _set_meta(value, TensorMeta(requires_grad, is_leaf, grad_fn, version, grad,
-                                    None if storage is None else (self.serial, storage), offset, tuple(stride)))
+        _set_meta(
+            value,
+            TensorMeta(
+                requires_grad,
+                is_leaf,
+                grad_fn,
+                version,
+                grad,
+                None if storage is None else (self.serial, storage),
+                offset,
+                tuple(stride),
+            ),
+        )
         return value
 
     def _numpy(self, node):
@@ -714,8 +887,11 @@ def mirror_exception(node) -> BaseException:
         short = name.rsplit(".", 1)[-1]
         if not short.isidentifier():
             short = "StudentException"
-        _MIRRORS[key] = type(short, (base,), {"__module__": module or "student", "__qualname__": name,
-                                               "_autograder_mirror": True})
+        _MIRRORS[key] = type(
+            short,
+            (base,),
+            {"__module__": module or "student", "__qualname__": name, "_autograder_mirror": True},
+        )
     return _instantiate(_MIRRORS[key], message)
 
 

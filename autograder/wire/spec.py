@@ -48,6 +48,7 @@ and ``call`` frames as they came, and the replies ``{"seq", "names"?, "restored"
 checks a frame against it (``tests/test_frame_spec.py`` checks every kind, and the frames of a
 real grading run).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -64,11 +65,27 @@ _NONE = (type(None),)
 # optional {field: types}, body: "none" | "maybe" | "required")
 SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[str, tuple], str]] = {
     # supervisor -> zygote
-    ("zygote", "in", "config"): ({}, {"sandboxed": _BOOL, "scratch": _STR, "outdir": _STR, "home": _STR,
-                                      "tmp": _STR, "preload": _LIST}, {}, "none"),
+    ("zygote", "in", "config"): (
+        {},
+        {
+            "sandboxed": _BOOL,
+            "scratch": _STR,
+            "outdir": _STR,
+            "home": _STR,
+            "tmp": _STR,
+            "preload": _LIST,
+        },
+        {},
+        "none",
+    ),
     ("zygote", "in", "grade"): ({"op": "grade"}, {"limits": _DICT}, {}, "required"),
     ("zygote", "in", "begin"): ({"op": "begin"}, {"seq": _INT}, {}, "none"),
-    ("zygote", "in", "call"): ({"op": "call"}, {"seq": _INT, "quiet": _BOOL, "rng": _STR + _NONE}, {}, "required"),
+    ("zygote", "in", "call"): (
+        {"op": "call"},
+        {"seq": _INT, "quiet": _BOOL, "rng": _STR + _NONE},
+        {},
+        "required",
+    ),
     ("zygote", "in", "more-tests"): ({"op": "more-tests"}, {}, {}, "none"),
     ("zygote", "in", "kill-test"): ({"op": "kill-test"}, {}, {}, "none"),
     ("zygote", "in", "continue"): ({"op": "continue"}, {}, {}, "none"),
@@ -77,17 +94,29 @@ SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[st
     # zygote -> supervisor
     ("zygote", "out", "ready"): ({"ready": True}, {"pid": _INT}, {}, "none"),
     ("zygote", "out", "tests"): ({"ev": "tests"}, {"ks": _LIST}, {}, "none"),
-    ("zygote", "out", "reply"): ({"ev": "reply"}, {"seq": _INT + _NONE},
-                                 {"names": _DICT, "restored": _LIST, "error": _STR, "dtype": _STR,
-                                  "status": _STR}, "maybe"),
-    ("zygote", "out", "test-exit"): ({"ev": "test-exit"}, {"status": _INT + _NONE, "killed": _BOOL}, {}, "none"),
+    ("zygote", "out", "reply"): (
+        {"ev": "reply"},
+        {"seq": _INT + _NONE},
+        {"names": _DICT, "restored": _LIST, "error": _STR, "dtype": _STR, "status": _STR},
+        "maybe",
+    ),
+    ("zygote", "out", "test-exit"): (
+        {"ev": "test-exit"},
+        {"status": _INT + _NONE, "killed": _BOOL},
+        {},
+        "none",
+    ),
     ("zygote", "out", "garbled"): ({"ev": "garbled"}, {"why": _STR}, {}, "none"),
     ("zygote", "out", "done"): ({"ev": "done"}, {"result": _DICT}, {}, "none"),
     # supervisor -> judge
     ("judge", "in", "preload"): ({}, {"preload": _LIST}, {}, "none"),
     ("judge", "in", "begin"): ({"op": "begin"}, {"tests": _LIST}, {}, "none"),
-    ("judge", "in", "test"): ({"op": "test"}, {"k": _INT, "names": _DICT + _NONE, "dtype": _STR + _NONE}, {},
-                              "none"),
+    ("judge", "in", "test"): (
+        {"op": "test"},
+        {"k": _INT, "names": _DICT + _NONE, "dtype": _STR + _NONE},
+        {},
+        "none",
+    ),
     ("judge", "in", "reply"): ({"ev": "reply"}, {}, {"status": _STR, "message": _STR}, "maybe"),
     ("judge", "in", "end"): ({"op": "end"}, {}, {}, "none"),
     ("judge", "in", "quit"): ({"op": "quit"}, {}, {}, "none"),
@@ -96,18 +125,40 @@ SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[st
     ("judge", "out", "child"): ({"ev": "child"}, {"pid": _INT}, {}, "none"),
     ("judge", "out", "started"): ({"ev": "ready"}, {}, {}, "none"),
     ("judge", "out", "call"): ({"op": "call"}, {"quiet": _BOOL}, {"rng": _STR + _NONE}, "required"),
-    ("judge", "out", "verdict"): ({"ev": "verdict"}, {"k": _INT, "passed": _BOOL},
-                                  {"partial": _NUM + _NONE, "error": _STR + _NONE, "message": _STR + _NONE,
-                                   "status": _STR + _NONE, "output": _STR + _NONE, "seconds": _NUM + _NONE,
-                                   "stderr": _BOOL},
-                                  "none"),
-    ("judge", "out", "child-exit"): ({"ev": "child-exit"}, {"status": _INT + _NONE},
-                                     {"peak_rss_kb": _INT + _NONE}, "none"),
+    ("judge", "out", "verdict"): (
+        {"ev": "verdict"},
+        {"k": _INT, "passed": _BOOL},
+        {
+            "partial": _NUM + _NONE,
+            "error": _STR + _NONE,
+            "message": _STR + _NONE,
+            "status": _STR + _NONE,
+            "output": _STR + _NONE,
+            "seconds": _NUM + _NONE,
+            "stderr": _BOOL,
+        },
+        "none",
+    ),
+    ("judge", "out", "child-exit"): (
+        {"ev": "child-exit"},
+        {"status": _INT + _NONE},
+        {"peak_rss_kb": _INT + _NONE},
+        "none",
+    ),
     # relay <-> the student's test process
     ("test", "in", "begin"): ({"op": "begin"}, {"seq": _INT}, {}, "none"),
-    ("test", "in", "call"): ({"op": "call"}, {"seq": _INT, "quiet": _BOOL, "rng": _STR + _NONE}, {}, "required"),
-    ("test", "out", "reply"): ({}, {"seq": _INT + _NONE},
-                               {"names": _DICT, "restored": _LIST, "error": _STR, "dtype": _STR}, "maybe"),
+    ("test", "in", "call"): (
+        {"op": "call"},
+        {"seq": _INT, "quiet": _BOOL, "rng": _STR + _NONE},
+        {},
+        "required",
+    ),
+    ("test", "out", "reply"): (
+        {},
+        {"seq": _INT + _NONE},
+        {"names": _DICT, "restored": _LIST, "error": _STR, "dtype": _STR},
+        "maybe",
+    ),
 }
 
 
@@ -142,13 +193,19 @@ def validate(channel: str, direction: str, header: dict, body: bytes = b"") -> s
     for field, types in required.items():
         if field not in header:
             raise SpecError(f"{channel} {direction} {k}: no {field!r}")
-        if not isinstance(header[field], types) or (types != _BOOL and type(header[field]) is bool
-                                                    and bool not in types):
-            raise SpecError(f"{channel} {direction} {k}: {field!r} is {type(header[field]).__name__}")
+        if not isinstance(header[field], types) or (
+            types != _BOOL and type(header[field]) is bool and bool not in types
+        ):
+            raise SpecError(
+                f"{channel} {direction} {k}: {field!r} is {type(header[field]).__name__}"
+            )
     for field, types in optional.items():
-        if field in header and not (isinstance(header[field], types)
-                                    and (type(header[field]) is not bool or bool in types)):
-            raise SpecError(f"{channel} {direction} {k}: {field!r} is {type(header[field]).__name__}")
+        if field in header and not (
+            isinstance(header[field], types) and (type(header[field]) is not bool or bool in types)
+        ):
+            raise SpecError(
+                f"{channel} {direction} {k}: {field!r} is {type(header[field]).__name__}"
+            )
     extra = set(header) - set(match) - set(required) - set(optional)
     if extra:
         raise SpecError(f"{channel} {direction} {k}: fields not in the spec: {sorted(extra)}")

@@ -13,6 +13,7 @@ untrusted data (every field is checked where it is used).
     TaskFrame  one notebook to grade: the student's cells, the tests, the extra files, the limits
     ResultFrame what the supervisor returns for one task
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,9 +35,9 @@ class Options:
     """The settings of one grading run, shared by every sandbox and judge it starts."""
 
     preload: list[str] = field(default_factory=list)  # modules the warm zygote and judge import
-    sandbox: bool = True                  # False: no bubblewrap (--no-sandbox), NO isolation
+    sandbox: bool = True  # False: no bubblewrap (--no-sandbox), NO isolation
     memory_limit: int | None = MEMORY_LIMIT  # bytes beyond the warm size; None: no limit
-    log_dir: str | None = None            # the processes' logs (default: the temporary folder)
+    log_dir: str | None = None  # the processes' logs (default: the temporary folder)
 
     @property
     def judge_memory(self) -> int:
@@ -47,13 +48,15 @@ class Options:
 class LimitsFrame(TypedDict, total=False):
     """The limits as they cross to the zygote (``{"op": "grade", "limits": ...}``)."""
 
-    timeout: float        # seconds per cell and per test
-    wall: float           # seconds for the whole notebook
-    output: int           # bytes of output per cell, and per test's calls
-    file_size: int        # RLIMIT_FSIZE: the largest file the submission may write
-    processes: int        # processes the submission may start
-    files: int            # bytes of extra files copied next to the notebook
-    address_space: int | None  # RLIMIT_AS (the zygote's warm size + the memory limit), set by the supervisor
+    timeout: float  # seconds per cell and per test
+    wall: float  # seconds for the whole notebook
+    output: int  # bytes of output per cell, and per test's calls
+    file_size: int  # RLIMIT_FSIZE: the largest file the submission may write
+    processes: int  # processes the submission may start
+    files: int  # bytes of extra files copied next to the notebook
+    address_space: (
+        int | None
+    )  # RLIMIT_AS (the zygote's warm size + the memory limit), set by the supervisor
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,14 @@ class Limits:
         return dataclasses.replace(self, **changes)
 
     def frame(self, address_space: int | None = None) -> LimitsFrame:
-        out: LimitsFrame = {"timeout": float(self.timeout), "wall": float(self.wall), "output": int(self.output),
-                            "file_size": int(self.file_size), "processes": int(self.processes),
-                            "files": int(self.files)}
+        out: LimitsFrame = {
+            "timeout": float(self.timeout),
+            "wall": float(self.wall),
+            "output": int(self.output),
+            "file_size": int(self.file_size),
+            "processes": int(self.processes),
+            "files": int(self.files),
+        }
         if address_space is not None:
             out["address_space"] = int(address_space)
         return out

@@ -21,6 +21,7 @@ The models and batch sizes are imported from course/relu_memory.py (lesson 1, se
 appendix 01a_relu_inplace_appendix.ipynb shows them), so both measure the same networks.
 gpu_scale.py runs this measurement at larger batch sizes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,7 +51,7 @@ def measure(name, inplace, mode, device, models=None):
     torch.manual_seed(0)
     model = build(inplace).to(device)
     inp = torch.randn(shape, device=device)
-    run(model, inp, mode)                       # warm-up
+    run(model, inp, mode)  # warm-up
     model.zero_grad(set_to_none=True)
     torch.cuda.synchronize(device)
     torch.cuda.empty_cache()
@@ -58,8 +59,12 @@ def measure(name, inplace, mode, device, models=None):
     before = torch.cuda.memory_allocated(device)
     run(model, inp, mode)
     torch.cuda.synchronize(device)
-    result = (before, torch.cuda.max_memory_allocated(device),
-              torch.cuda.max_memory_reserved(device), torch.cuda.memory_reserved(device))
+    result = (
+        before,
+        torch.cuda.max_memory_allocated(device),
+        torch.cuda.max_memory_reserved(device),
+        torch.cuda.memory_reserved(device),
+    )
     del model, inp
     gc.collect()
     torch.cuda.empty_cache()
@@ -67,16 +72,20 @@ def measure(name, inplace, mode, device, models=None):
 
 
 def table(device, models=None):
-    rows = ["| model | mode | inplace | allocated before (MiB) | max_memory_allocated (MiB) "
-            "| peak - before (MiB) | max_memory_reserved (MiB) | memory_reserved after (MiB) |",
-            "|---|---|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| model | mode | inplace | allocated before (MiB) | max_memory_allocated (MiB) "
+        "| peak - before (MiB) | max_memory_reserved (MiB) | memory_reserved after (MiB) |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for name in models or MODELS:
         for mode in MODES:
             for inplace in (False, True):
                 before, peak, max_reserved, reserved = measure(name, inplace, mode, device, models)
-                rows.append(f"| {name} | {mode} | {inplace} | {before / MiB:.2f} "
-                            f"| {peak / MiB:.2f} | {(peak - before) / MiB:.2f} "
-                            f"| {max_reserved / MiB:.2f} | {reserved / MiB:.2f} |")
+                rows.append(
+                    f"| {name} | {mode} | {inplace} | {before / MiB:.2f} "
+                    f"| {peak / MiB:.2f} | {(peak - before) / MiB:.2f} "
+                    f"| {max_reserved / MiB:.2f} | {reserved / MiB:.2f} |"
+                )
     return "\n".join(rows)
 
 
@@ -87,7 +96,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print(NO_CUDA)
         return 0
-    device = cuda_device(args.device)   # set_device refuses torch.device("cuda"): no index
+    device = cuda_device(args.device)  # set_device refuses torch.device("cuda"): no index
     torch.cuda.set_device(device)
     print(header(device))
     print(table(device))

@@ -14,6 +14,7 @@ runs past it is stopped, keeps what it had written, and the next one runs. On on
 the whole run takes a few minutes. Without CUDA: one line, exit status 0. Exit status 1 if any
 script failed or was stopped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,13 @@ def run_script(name, args, limit, outdir):
     start = time.perf_counter()
     with md.open("w") as out, err.open("w") as errors:
         try:
-            code = subprocess.run([sys.executable, str(HERE / f"{name}.py"), *args], stdout=out,
-                                  stderr=errors, timeout=limit, check=False).returncode
+            code = subprocess.run(
+                [sys.executable, str(HERE / f"{name}.py"), *args],
+                stdout=out,
+                stderr=errors,
+                timeout=limit,
+                check=False,
+            ).returncode
         except subprocess.TimeoutExpired:
             code = f"stopped after {limit} s"
     if err.stat().st_size == 0:
@@ -61,7 +67,7 @@ def main(argv=None) -> int:
         print(NO_CUDA)
         return 0
     args.outdir.mkdir(parents=True, exist_ok=True)
-    top = header(cuda_device())     # reads the name only: the driver allocates nothing on the GPU
+    top = header(cuda_device())  # reads the name only: the driver allocates nothing on the GPU
     print(top, flush=True)
     index = [top, "| script | arguments | exit status | seconds |", "|---|---|---|---:|"]
     failed = False
@@ -70,8 +76,9 @@ def main(argv=None) -> int:
         print(f"{name}.py {' '.join(script_args)} (limit {limit} s) ...", flush=True)
         code, seconds = run_script(name, script_args, limit, args.outdir)
         failed |= code != 0
-        print(f"    exit status {code}, {seconds:.0f} s -> {args.outdir / (name + '.md')}",
-              flush=True)
+        print(
+            f"    exit status {code}, {seconds:.0f} s -> {args.outdir / (name + '.md')}", flush=True
+        )
         index.append(f"| {name}.py | {' '.join(script_args)} | {code} | {seconds:.0f} |")
     (args.outdir / "index.md").write_text("\n".join(index) + "\n")
     print("done: " + ("some scripts failed, see index.md" if failed else "all exit status 0"))

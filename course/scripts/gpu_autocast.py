@@ -25,6 +25,7 @@ bf16 autocast), each against plain fp32:
 The CPU part of the output is deterministic (booleans and error messages; tests/test_gpu_autocast.py
 compares it). Prints markdown tables; exit status 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,9 @@ def make_gan(norm=None):
     """Lesson 4's make_gan(), seed 0; norm: a layer class put after D's first Linear."""
     torch.manual_seed(0)
     G = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 2))
-    D = nn.Sequential(nn.Linear(2, 16), *([norm(16)] if norm else []), nn.LeakyReLU(0.2),
-                      nn.Linear(16, 1))
+    D = nn.Sequential(
+        nn.Linear(2, 16), *([norm(16)] if norm else []), nn.LeakyReLU(0.2), nn.Linear(16, 1)
+    )
     return G, D
 
 
@@ -78,13 +80,13 @@ def reported_step(device, dtype, norm=None, variant="reported"):
     opt_D = torch.optim.SGD(D.parameters(), lr=LR)
     with precision(device, dtype):
         fake = G(z)
-        d_real, d_fake = D(real), D(fake)            # D(fake): one forward, used by both losses
+        d_real, d_fake = D(real), D(fake)  # D(fake): one forward, used by both losses
         loss_D = bce(d_real, True) + bce(d_fake, False)
         loss_G = bce(d_fake, True)
     opt_D.zero_grad()
     loss_D.backward(retain_graph=True)
     if variant != "old D":
-        opt_D.step()                                 # writes D's weights in place
+        opt_D.step()  # writes D's weights in place
     if variant == "updated D":
         with precision(device, dtype):
             loss_G = bce(D(fake), True)
@@ -114,8 +116,11 @@ def moved_saved_tensors(moved, **modules):
     """Saved-tensor hooks (as lesson 4's check_saved) that append to `moved`, at backward, the
     name of every saved tensor whose version changed since the forward saved it. They replace
     autograd's own check, so backward runs to the end."""
-    owners = {t.untyped_storage().data_ptr(): f"{name}.{n}" for name, module in modules.items()
-              for n, t in [*module.named_parameters(), *module.named_buffers()]}
+    owners = {
+        t.untyped_storage().data_ptr(): f"{name}.{n}"
+        for name, module in modules.items()
+        for n, t in [*module.named_parameters(), *module.named_buffers()]
+    }
 
     def pack(t):
         return t.detach(), t._version
@@ -156,9 +161,11 @@ def label(dtype):
 
 
 def gan_table(device, dtypes):
-    rows = ["| device | precision | D | reported step | G's gradient = G against the old D "
-            "| = G against the updated D (correct) | saved tensors opt_D.step() moved |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| device | precision | D | reported step | G's gradient = G against the old D "
+        "| = G against the updated D (correct) | saved tensors opt_D.step() moved |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for norm in (None, nn.LayerNorm, nn.BatchNorm1d):
         d_name = "-".join(["Linear", *([norm.__name__] if norm else []), "LeakyReLU", "Linear"])
         for dtype in dtypes:
@@ -169,15 +176,19 @@ def gan_table(device, dtypes):
                 old = same(grads, reported_step(device, dtype, norm, "old D"))
                 updated = same(grads, reported_step(device, dtype, norm, "updated D"))
             moved = moved_tensors(device, dtype, norm)
-            rows.append(f"| {device.type} | {label(dtype)} | {d_name} | {result} | {old} "
-                        f"| {updated} | {moved} |")
+            rows.append(
+                f"| {device.type} | {label(dtype)} | {d_name} | {result} | {old} "
+                f"| {updated} | {moved} |"
+            )
     return "\n".join(rows) + "\n"
 
 
 def cache_table(device, dtypes):
-    rows = ["| device | precision | same region, after `weight.add_(1)`: output changed "
-            "| fresh region: output changed | fresh region = the new weight cast by hand |",
-            "|---|---|---|---|---|"]
+    rows = [
+        "| device | precision | same region, after `weight.add_(1)`: output changed "
+        "| fresh region: output changed | fresh region = the new weight cast by hand |",
+        "|---|---|---|---|---|",
+    ]
     for dtype in dtypes:
         torch.manual_seed(0)
         lin = nn.Linear(2, 3).to(device)
@@ -185,23 +196,27 @@ def cache_table(device, dtypes):
         with torch.autocast(device.type, dtype=dtype):
             first = lin(x)
             with torch.no_grad():
-                lin.weight.add_(1)                   # an in-place update inside the region
-            second = lin(x)                          # the cached cast of the OLD weight
+                lin.weight.add_(1)  # an in-place update inside the region
+            second = lin(x)  # the cached cast of the OLD weight
         with torch.autocast(device.type, dtype=dtype):
             fresh = lin(x)
         by_hand = F.linear(x.to(dtype), lin.weight.to(dtype), lin.bias.to(dtype))
-        rows.append(f"| {device.type} | {label(dtype)} | {not torch.equal(first, second)} "
-                    f"| {not torch.equal(first, fresh)} | {torch.equal(fresh, by_hand)} |")
+        rows.append(
+            f"| {device.type} | {label(dtype)} | {not torch.equal(first, second)} "
+            f"| {not torch.equal(first, fresh)} | {torch.equal(fresh, by_hand)} |"
+        )
     return "\n".join(rows) + "\n"
 
 
 def report(device):
     """The markdown tables for one device (cpu: bf16 autocast; cuda: fp16 and bf16)."""
     low = [torch.bfloat16] if device.type == "cpu" else [torch.float16, torch.bfloat16]
-    return (f"### {device.type}: lesson 4's reported GAN step, fp32 vs autocast\n\n"
-            + gan_table(device, [None, *low])
-            + f"\n### {device.type}: autocast's weight-cast cache inside one region\n\n"
-            + cache_table(device, low))
+    return (
+        f"### {device.type}: lesson 4's reported GAN step, fp32 vs autocast\n\n"
+        + gan_table(device, [None, *low])
+        + f"\n### {device.type}: autocast's weight-cast cache inside one region\n\n"
+        + cache_table(device, low)
+    )
 
 
 def main(argv=None) -> int:

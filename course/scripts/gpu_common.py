@@ -8,6 +8,7 @@
 - ``peak_step(fn, device)``: bytes allocated before ``fn()``, and the peak while it ran;
 - ``NO_CUDA``: the one line a script prints where there is no CUDA device.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-MiB = 2 ** 20
+MiB = 2**20
 COURSE = Path(__file__).resolve().parents[1]
 NO_CUDA = "No CUDA device: this script measures a CUDA GPU and has nothing to measure here."
 

@@ -27,6 +27,7 @@ the CUDA context) - free at the end.
 
 Prints markdown tables; without CUDA, one line, exit status 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,15 +39,21 @@ import torch
 import torch.nn as nn
 from gpu_common import NO_CUDA, MiB, cuda_device, header, peak_step, relu_memory, sync
 
-COLUMNS = ("max_memory_allocated", "peak - before", "max_memory_reserved", "memory_reserved",
-           "device used", "process added")
+COLUMNS = (
+    "max_memory_allocated",
+    "peak - before",
+    "max_memory_reserved",
+    "memory_reserved",
+    "device used",
+    "process added",
+)
 
 
 def alexnet_child(device, inplace, batch=128, size=224):
     torch.manual_seed(0)
     model = relu_memory.alexnet_features(inplace).to(device)
     x = torch.randn(batch, 3, size, size, device=device)
-    model(x).sum().backward()                       # warm-up
+    model(x).sum().backward()  # warm-up
     model.zero_grad(set_to_none=True)
     before, peak = peak_step(lambda: model(x).sum().backward(), device)
     return before, peak
@@ -63,7 +70,7 @@ def weights_init(m):
 
 
 def dcgan_child(device, g_inplace, d_inplace, batch=64, steps=3, nz=100):
-    torch.backends.cudnn.benchmark = True           # as the example sets it
+    torch.backends.cudnn.benchmark = True  # as the example sets it
     torch.manual_seed(0)
     G = relu_memory.dcgan_generator(g_inplace, nz=nz, ngf=64).to(device)
     D = relu_memory.dcgan_discriminator(d_inplace, ndf=64).to(device)
@@ -76,7 +83,7 @@ def dcgan_child(device, g_inplace, d_inplace, batch=64, steps=3, nz=100):
     label = torch.empty(batch, device=device)
 
     def train():
-        for _ in range(steps):                       # the example's loop body
+        for _ in range(steps):  # the example's loop body
             D.zero_grad()
             output = D(real).view(-1)
             criterion(output, label.fill_(1.0)).backward()
@@ -101,15 +108,28 @@ def child(kind, flags, device):
         before, peak = dcgan_child(device, *flags)
     sync(device)
     free_end, _ = torch.cuda.mem_get_info(device)
-    figures = (peak, peak - before, torch.cuda.max_memory_reserved(device),
-               torch.cuda.memory_reserved(device), total - free_end, free_start - free_end)
+    figures = (
+        peak,
+        peak - before,
+        torch.cuda.max_memory_reserved(device),
+        torch.cuda.memory_reserved(device),
+        total - free_end,
+        free_start - free_end,
+    )
     return dict(zip(COLUMNS, (round(v / MiB, 1) for v in figures), strict=True))
 
 
 def in_fresh_process(kind, flags, device):
     """child() in a new Python process: its figures, or {"error": ...}."""
-    command = [sys.executable, __file__, "--device", str(device), "--child", kind,
-               *[str(int(f)) for f in flags]]
+    command = [
+        sys.executable,
+        __file__,
+        "--device",
+        str(device),
+        "--child",
+        kind,
+        *[str(int(f)) for f in flags],
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
@@ -124,21 +144,27 @@ def cells(figures):
 
 
 def alexnet_table(device, repeats):
-    rows = ["### AlexNet features, batch 128, training step, a fresh process per run", "",
-            "| inplace | run | " + " (MiB) | ".join(COLUMNS) + " (MiB) |",
-            "|---|---:|" + "---:|" * len(COLUMNS)]
+    rows = [
+        "### AlexNet features, batch 128, training step, a fresh process per run",
+        "",
+        "| inplace | run | " + " (MiB) | ".join(COLUMNS) + " (MiB) |",
+        "|---|---:|" + "---:|" * len(COLUMNS),
+    ]
     for inplace in (False, True):
         for run in range(1, repeats + 1):
-            rows.append(f"| {inplace} | {run} | " + cells(in_fresh_process("alexnet", [inplace],
-                                                                           device)))
+            rows.append(
+                f"| {inplace} | {run} | " + cells(in_fresh_process("alexnet", [inplace], device))
+            )
     return "\n".join(rows) + "\n"
 
 
 def dcgan_table(device, repeats):
-    rows = ["### PyTorch's DCGAN example, batch 64, 3 training steps, a fresh process per run", "",
-            "| G ReLU inplace | D LeakyReLU inplace | run | " + " (MiB) | ".join(COLUMNS)
-            + " (MiB) |",
-            "|---|---|---:|" + "---:|" * len(COLUMNS)]
+    rows = [
+        "### PyTorch's DCGAN example, batch 64, 3 training steps, a fresh process per run",
+        "",
+        "| G ReLU inplace | D LeakyReLU inplace | run | " + " (MiB) | ".join(COLUMNS) + " (MiB) |",
+        "|---|---|---:|" + "---:|" * len(COLUMNS),
+    ]
     for g_inplace, d_inplace in ((False, False), (True, False), (False, True), (True, True)):
         for run in range(1, repeats + 1):
             figures = in_fresh_process("dcgan", [g_inplace, d_inplace], device)

@@ -19,6 +19,7 @@ context).
 
 Prints markdown tables; without CUDA, one line, exit status 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ def scaled_models(batch):
     return {
         "MLP": (rm.mlp, (batch * 64, 256)),
         "AlexNet features": (rm.alexnet_features, (batch, 3, 224, 224)),
-        "BasicBlock(64ch, 56x56)": (lambda inplace: rm.BasicBlock(64, inplace),
-                                    (batch, 64, 56, 56)),
+        "BasicBlock(64ch, 56x56)": (
+            lambda inplace: rm.BasicBlock(64, inplace),
+            (batch, 64, 56, 56),
+        ),
         "DCGAN generator": (rm.dcgan_generator, (batch, 100, 1, 1)),
         "8 x conv-BN-ReLU": (rm.conv_bn_net, (batch, 3, 32, 32)),
         "DCGAN discriminator (LeakyReLU)": (rm.dcgan_discriminator, (batch, 3, 64, 64)),
@@ -45,18 +48,23 @@ def scaled_models(batch):
 
 def table(device, batch):
     models = scaled_models(batch)
-    rows = [f"### batch {batch} (MLP rows: {batch * 64})", "",
-            "| model | mode | peak - before, inplace=False (MiB) | inplace=True (MiB) | change "
-            "| max_memory_reserved, False (MiB) | True (MiB) |",
-            "|---|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        f"### batch {batch} (MLP rows: {batch * 64})",
+        "",
+        "| model | mode | peak - before, inplace=False (MiB) | inplace=True (MiB) | change "
+        "| max_memory_reserved, False (MiB) | True (MiB) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for name in models:
         for mode in MODES:
             before0, peak0, reserved0, _ = measure(name, False, mode, device, models)
             before1, peak1, reserved1, _ = measure(name, True, mode, device, models)
             added0, added1 = peak0 - before0, peak1 - before1
-            rows.append(f"| {name} | {mode} | {added0 / MiB:.2f} | {added1 / MiB:.2f} "
-                        f"| {change(added0, added1)} | {reserved0 / MiB:.0f} "
-                        f"| {reserved1 / MiB:.0f} |")
+            rows.append(
+                f"| {name} | {mode} | {added0 / MiB:.2f} | {added1 / MiB:.2f} "
+                f"| {change(added0, added1)} | {reserved0 / MiB:.0f} "
+                f"| {reserved1 / MiB:.0f} |"
+            )
     return "\n".join(rows) + "\n"
 
 

@@ -25,6 +25,7 @@ measured step (same weights, same input, same dropout seed).
 Prints a markdown table; without CUDA, one line, exit status 0. torchvision is imported only
 here; without it the script says so and leaves the rows out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,7 +43,7 @@ from gpu_common import NO_CUDA, MiB, change, cuda_device, header, peak_step, syn
 
 BATCH = {"resnet18": 64, "resnet50": 64, "vgg16": 32, "densenet121": 32, "mobilenet_v2": 64}
 MODES = ("training", "no_grad")
-DTYPES = (None, torch.bfloat16)                     # None: fp32, no autocast
+DTYPES = (None, torch.bfloat16)  # None: fp32, no autocast
 RELUS = (nn.ReLU, nn.ReLU6)
 
 
@@ -84,12 +85,17 @@ def measure(build, batch, inplace, mode, dtype, device, steps, warmup, size=224)
     for _ in range(warmup):
         one()
         model.zero_grad(set_to_none=True)
-    torch.manual_seed(1)                             # the same dropout masks in both settings
+    torch.manual_seed(1)  # the same dropout masks in both settings
     before, peak = peak_step(one, device)
     grads = None
     if mode == "training":
-        grads = torch.cat([p.grad.detach().float().flatten().cpu()
-                           for p in model.parameters() if p.grad is not None])
+        grads = torch.cat(
+            [
+                p.grad.detach().float().flatten().cpu()
+                for p in model.parameters()
+                if p.grad is not None
+            ]
+        )
     times = []
     for _ in range(steps):
         model.zero_grad(set_to_none=True)
@@ -101,8 +107,12 @@ def measure(build, batch, inplace, mode, dtype, device, steps, warmup, size=224)
     del one, model, x, target
     gc.collect()
     torch.cuda.empty_cache()
-    return {"relus": relus, "added": peak - before, "grads": grads,
-            "ms": 1000 * statistics.median(times) if times else float("nan")}
+    return {
+        "relus": relus,
+        "added": peak - before,
+        "grads": grads,
+        "ms": 1000 * statistics.median(times) if times else float("nan"),
+    }
 
 
 def row(name, build, batch, mode, dtype, device, steps, warmup, size=224):
@@ -110,20 +120,26 @@ def row(name, build, batch, mode, dtype, device, steps, warmup, size=224):
     try:
         off = measure(build, batch, False, mode, dtype, device, steps, warmup, size)
         on = measure(build, batch, True, mode, dtype, device, steps, warmup, size)
-    except RuntimeError as exc:          # out of memory, say: one row lost, not the table
+    except RuntimeError as exc:  # out of memory, say: one row lost, not the table
         gc.collect()
         torch.cuda.empty_cache()
-        return f"| {name} | {batch} | {mode} | {label} | error: {type(exc).__name__}: " \
-               f"{str(exc).splitlines()[0][:120]} |"
+        return (
+            f"| {name} | {batch} | {mode} | {label} | error: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:120]} |"
+        )
     diff = "" if off["grads"] is None else f"{(off['grads'] - on['grads']).abs().max().item():.2e}"
-    return (f"| {name} | {batch} | {mode} | {label} | {off['relus']} | {off['added'] / MiB:.1f} "
-            f"| {on['added'] / MiB:.1f} | {change(off['added'], on['added'])} | {off['ms']:.2f} "
-            f"| {on['ms']:.2f} | {diff} |")
+    return (
+        f"| {name} | {batch} | {mode} | {label} | {off['relus']} | {off['added'] / MiB:.1f} "
+        f"| {on['added'] / MiB:.1f} | {change(off['added'], on['added'])} | {off['ms']:.2f} "
+        f"| {on['ms']:.2f} | {diff} |"
+    )
 
 
-TABLE_HEAD = ("| model | batch | mode | dtype | ReLU modules | peak - before, inplace=False (MiB) "
-              "| inplace=True (MiB) | change | step ms, False | step ms, True "
-              "| max abs grad diff |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+TABLE_HEAD = (
+    "| model | batch | mode | dtype | ReLU modules | peak - before, inplace=False (MiB) "
+    "| inplace=True (MiB) | change | step ms, False | step ms, True "
+    "| max abs grad diff |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"
+)
 
 
 def torchvision_models():
@@ -141,20 +157,24 @@ def main(argv=None) -> int:
     parser.add_argument("--models", nargs="+", choices=list(BATCH), default=list(BATCH))
     parser.add_argument("--steps", type=int, default=5, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=2, help="steps before the measured one")
-    parser.add_argument("--quick", action="store_true",
-                        help="batch 8, 2 timed steps, 1 warm-up: a smoke test, not figures")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="batch 8, 2 timed steps, 1 warm-up: a smoke test, not figures",
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print(NO_CUDA)
         return 0
     device = cuda_device(args.device)
     torch.cuda.set_device(device)
-    torch.backends.cudnn.benchmark = False           # same kernels in both settings
+    torch.backends.cudnn.benchmark = False  # same kernels in both settings
     print(header(device))
     tvm = torchvision_models()
     if tvm is None:
-        print("torchvision is not installed: the rows of " + ", ".join(args.models)
-              + " are left out.")
+        print(
+            "torchvision is not installed: the rows of " + ", ".join(args.models) + " are left out."
+        )
         return 0
     if args.quick:
         args.steps, args.warmup = 2, 1
@@ -164,8 +184,10 @@ def main(argv=None) -> int:
         build = getattr(tvm, name)
         for mode in MODES:
             for dtype in DTYPES:
-                print(row(name, build, batch, mode, dtype, device, args.steps, args.warmup),
-                      flush=True)
+                print(
+                    row(name, build, batch, mode, dtype, device, args.steps, args.warmup),
+                    flush=True,
+                )
     return 0
 
 

@@ -23,6 +23,7 @@ descriptors given at start (moved off 0/1, which point at /dev/null and the log)
                            {"ev": "verdict", "k", ...}
                            {"ev": "child-exit", "status"}
 """
+
 from __future__ import annotations
 
 import ast
@@ -39,7 +40,12 @@ from autograder.wire.frames import read_frame, write_frame
 PROTO_IN, PROTO_OUT = 1021, 1022
 TEST_OUTPUT_KEEP = 50_000
 MESSAGE_KEEP = 1_500
-MEMORY_WORDS = ("can't allocate memory", "DefaultCPUAllocator", "out of memory", "Cannot allocate memory")
+MEMORY_WORDS = (
+    "can't allocate memory",
+    "DefaultCPUAllocator",
+    "out of memory",
+    "Cannot allocate memory",
+)
 
 
 def main():
@@ -109,7 +115,9 @@ def warm_up(preload):
         except Exception as exc:  # noqa: BLE001
             print(f"judge preload {name}: {exc!r}", file=sys.stderr)
     if not uses_torch:  # a course without torch: the judge never needs it
-        observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode([1.5, "s"]))))
+        observation.Decoder().decode(
+            observation.loads(observation.dumps(observation.Encoder().encode([1.5, "s"])))
+        )
         remote.dumps_call((len, [1]))
         return
     import torch
@@ -121,7 +129,9 @@ def warm_up(preload):
     from autograder.grading.warmup import training
 
     training(torch)
-    observation.Decoder().decode(observation.loads(observation.dumps(observation.Encoder().encode((x, [1.5])))))
+    observation.Decoder().decode(
+        observation.loads(observation.dumps(observation.Encoder().encode((x, [1.5]))))
+    )
     from autograder import probes
 
     remote.dumps_call((probes.T + 1, x, torch.relu_))
@@ -205,7 +215,12 @@ class Submission:
                 out[name] = DELETED
                 continue
             now = self.ns[name]
-            if now is value or type(now) is not Remote or now._path == (name,) or now._path[0] == "$op":
+            if (
+                now is value
+                or type(now) is not Remote
+                or now._path == (name,)
+                or now._path[0] == "$op"
+            ):
                 continue
             out[name] = now
         return out
@@ -233,13 +248,22 @@ class Submission:
         if names is None:
             names = {}
         if type(names) is not dict:
-            raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
+            raise StudentProcessError(
+                "tampered", "the student's process sent a names report that is not genuine"
+            )
         for name in set(self.bound) - set(names):
             self.ns.pop(name, None)
         self.bound = {}
         for name, info in names.items():
-            if type(name) is not str or not name.isidentifier() or name.startswith("__") or type(info) is not dict:
-                raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
+            if (
+                type(name) is not str
+                or not name.isidentifier()
+                or name.startswith("__")
+                or type(info) is not dict
+            ):
+                raise StudentProcessError(
+                    "tampered", "the student's process sent a names report that is not genuine"
+                )
             kind = info.get("kind")
             if kind == "module":  # the judge's own module, only if it is loaded already
                 module = _loaded(info.get("module"))
@@ -248,11 +272,15 @@ class Submission:
                 try:
                     value = observation.Decoder().decode(info.get("value"))
                 except observation.ObservationError as exc:
-                    raise StudentProcessError("tampered", f"a value that is not genuine: {exc}") from None
+                    raise StudentProcessError(
+                        "tampered", f"a value that is not genuine: {exc}"
+                    ) from None
             elif kind == "callable":  # a handle (classes: the built-in classes it derives from)
                 value = Remote((name,), _handle_info(info))
             else:
-                raise StudentProcessError("tampered", "the student's process sent a names report that is not genuine")
+                raise StudentProcessError(
+                    "tampered", "the student's process sent a names report that is not genuine"
+                )
             self.ns[name] = value
             self.bound[name] = value
 
@@ -267,7 +295,12 @@ class Submission:
         if type(names) is not dict or len(names) > 2000:
             raise observation.ObservationError("bad names")
         for name, info in names.items():
-            if type(name) is not str or not name.isidentifier() or name.startswith("__") or type(info) is not dict:
+            if (
+                type(name) is not str
+                or not name.isidentifier()
+                or name.startswith("__")
+                or type(info) is not dict
+            ):
                 raise observation.ObservationError("bad names")
             kind = info.get("kind")
             if name in self.bound and self.ns.get(name, _GONE) is not self.bound[name]:
@@ -277,7 +310,9 @@ class Submission:
                 self.bound.pop(name, None)
                 continue
             if kind == "value":
-                value = _in_place(self.ns.get(name), observation.Decoder().decode(info.get("value")))
+                value = _in_place(
+                    self.ns.get(name), observation.Decoder().decode(info.get("value"))
+                )
             elif kind == "callable":
                 value = Remote((name,), _handle_info(info))
             else:
@@ -326,8 +361,13 @@ class Submission:
             message = "the test wrote to stderr (nbgrader scores that as a failure)"
         output = out.text() + (err.text() if err.size else "")
         return {
-            "passed": passed, "partial": partial, "error": name, "message": message[:MESSAGE_KEEP],
-            "status": status, "stderr": wrote_stderr, "output": output,
+            "passed": passed,
+            "partial": partial,
+            "error": name,
+            "message": message[:MESSAGE_KEEP],
+            "status": status,
+            "stderr": wrote_stderr,
+            "output": output,
             "seconds": round(time.perf_counter() - started, 4),
         }
 
@@ -339,8 +379,10 @@ def _handle_info(info):
     """What a names report says of a handle: its type's name and the built-in classes it derives
     from (names only; the proxy maps them through a fixed table, nothing is looked up by them)."""
     classes, type_name = info.get("classes"), info.get("type")
-    return {"classes": [c for c in classes if type(c) is str][:8] if type(classes) is list else [],
-            "type": type_name[:200] if type(type_name) is str else "object"}
+    return {
+        "classes": [c for c in classes if type(c) is str][:8] if type(classes) is list else [],
+        "type": type_name[:200] if type(type_name) is str else "object",
+    }
 
 
 def _in_place(old, new):
@@ -353,8 +395,14 @@ def _in_place(old, new):
         old.update(new)
         return old
     numpy = sys.modules.get("numpy")
-    if numpy is not None and type(old) is numpy.ndarray and type(new) is numpy.ndarray and old.shape == new.shape \
-            and old.dtype == new.dtype and old.flags.writeable:
+    if (
+        numpy is not None
+        and type(old) is numpy.ndarray
+        and type(new) is numpy.ndarray
+        and old.shape == new.shape
+        and old.dtype == new.dtype
+        and old.flags.writeable
+    ):
         old[...] = new
         return old
     return new

@@ -24,6 +24,7 @@ captured output and on any file the submission writes; the output kept per cell 
 notebook is capped too), CPU time, open files, a ration of processes; and every process of
 the submission is killed when it is done.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,8 +41,15 @@ import time
 from pathlib import Path
 
 
-ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-             "/etc/nsswitch.conf", "/etc/passwd", "/etc/group")
+ETC_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+)
 TOP_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # the sandbox's only writable directory (a tmpfs): /tmp, unless the runtime itself lives there
 # (a clone in /tmp): a tmpfs over /tmp would hide it, so the next candidate is used instead
@@ -88,7 +96,9 @@ def runtime_roots() -> list[str]:
 def sandbox_tmp() -> str:
     roots = runtime_roots()
     for cand in TMP_CANDIDATES:
-        if not any(r == cand or r.startswith(cand + os.sep) or cand.startswith(r + os.sep) for r in roots):
+        if not any(
+            r == cand or r.startswith(cand + os.sep) or cand.startswith(r + os.sep) for r in roots
+        ):
             return cand
     raise SandboxError(f"no place for the sandbox's scratch space outside {', '.join(roots)}")
 
@@ -96,16 +106,34 @@ def sandbox_tmp() -> str:
 SHM_SIZE = 64 << 20
 
 
-def bwrap_command(inner: list[str], info_fd: int | None = None, tmp_size: int = 512 << 20) -> list[str]:
+def bwrap_command(
+    inner: list[str], info_fd: int | None = None, tmp_size: int = 512 << 20
+) -> list[str]:
     bwrap = shutil.which("bwrap")
     if not bwrap:
-        raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap "
-                           "(or run with --no-sandbox, which gives up every isolation guarantee)")
+        raise SandboxError(
+            "bubblewrap (bwrap) is not installed: apt-get install bubblewrap "
+            "(or run with --no-sandbox, which gives up every isolation guarantee)"
+        )
     # capabilities inside the sandbox's user namespace: only to put each submission in a pid
     # namespace of its own; the submission's processes drop them all before any of its code runs
-    cmd = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-           "--new-session", "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
-           "--ro-bind", "/usr", "/usr"]
+    cmd = [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--cap-add",
+        "CAP_SYS_ADMIN",
+        "--cap-add",
+        "CAP_SETPCAP",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
     for top in TOP_LINKS:
         if os.path.islink(top):
             cmd += ["--symlink", os.readlink(top), top]
@@ -115,8 +143,16 @@ def bwrap_command(inner: list[str], info_fd: int | None = None, tmp_size: int = 
         cmd += ["--ro-bind-try", path, path]
     # what torch's CPU feature detection reads (without it torch falls back to scalar kernels,
     # whose rounding differs from what students see); no other part of /proc or /sys
-    cmd += ["--dir", "/proc", "--ro-bind-try", "/proc/cpuinfo", "/proc/cpuinfo",
-            "--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    cmd += [
+        "--dir",
+        "/proc",
+        "--ro-bind-try",
+        "/proc/cpuinfo",
+        "/proc/cpuinfo",
+        "--ro-bind-try",
+        "/sys/devices/system/cpu",
+        "/sys/devices/system/cpu",
+    ]
     for root in runtime_roots():
         if not root.startswith("/usr/"):
             cmd += ["--ro-bind", root, root]
@@ -124,9 +160,25 @@ def bwrap_command(inner: list[str], info_fd: int | None = None, tmp_size: int = 
     # read-only too, and so does /dev: only the scratch tmpfs and /dev/shm can be written,
     # both capped, and the zygote empties both after every submission
     tmp = sandbox_tmp()
-    cmd += ["--dev", "/dev", "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-            "--size", str(tmp_size), "--tmpfs", tmp, "--remount-ro", "/",
-            "--chdir", tmp, "--clearenv"]
+    cmd += [
+        "--dev",
+        "/dev",
+        "--size",
+        str(SHM_SIZE),
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--size",
+        str(tmp_size),
+        "--tmpfs",
+        tmp,
+        "--remount-ro",
+        "/",
+        "--chdir",
+        tmp,
+        "--clearenv",
+    ]
     for key, value in sandbox_env(home=f"{tmp}/home", tmp=tmp).items():
         cmd += ["--setenv", key, value]
     if info_fd is not None:
@@ -136,9 +188,16 @@ def bwrap_command(inner: list[str], info_fd: int | None = None, tmp_size: int = 
 
 def sandbox_env(home: str, tmp: str) -> dict:
     return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "LANG": "C.UTF-8",
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-        "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": tmp,
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MPLBACKEND": "Agg",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
         "PYTHONWARNINGS": "ignore::DeprecationWarning",
         "NBGRADER_EXECUTION": "autograde",  # what nbgrader's kernels see: the self-check cell stands down
     }
@@ -147,7 +206,13 @@ def sandbox_env(home: str, tmp: str) -> dict:
 def python_command(module="inside.zygote") -> list[str]:
     """The Python command line that runs ``autograder.grading.<module>``'s ``main()`` (the zygote
     under bwrap, the judge on the host)."""
-    return [sys.executable, "-s", "-E", "-c", f"from autograder.grading.{module} import main; main()"]
+    return [
+        sys.executable,
+        "-s",
+        "-E",
+        "-c",
+        f"from autograder.grading.{module} import main; main()",
+    ]
 
 
 def check_sandbox() -> None:
@@ -162,7 +227,8 @@ def check_sandbox() -> None:
             "bubblewrap is installed but cannot create a sandbox here "
             f"(exit {proc.returncode}: {proc.stderr.strip()[-500:]}). Unprivileged user namespaces "
             "must be allowed (sysctl kernel.unprivileged_userns_clone=1, or run as root); "
-            "--no-sandbox grades without any isolation.")
+            "--no-sandbox grades without any isolation."
+        )
 
 
 def _children(pid: int) -> list[int]:
@@ -193,5 +259,3 @@ def _vm_size(pid: int) -> int | None:
         return int(psutil.Process(pid).memory_info().vms)
     except psutil.Error:
         return None
-
-

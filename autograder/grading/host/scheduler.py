@@ -12,6 +12,7 @@ Either way, ``on_result(key, result, error)`` is called in the calling thread as
 arrive. A worker whose sandbox dies is restarted and the task retried once; a task that
 fails twice gets ``error`` set (rows with status ``grader-error``).
 """
+
 from __future__ import annotations
 
 import queue
@@ -35,7 +36,9 @@ class LocalPool:
 
     def start(self, n_tasks=None):
         n = self.jobs if n_tasks is None else min(self.jobs, max(1, n_tasks))
-        self.threads = [threading.Thread(target=self._worker, daemon=True, name=f"grader-{i}") for i in range(n)]
+        self.threads = [
+            threading.Thread(target=self._worker, daemon=True, name=f"grader-{i}") for i in range(n)
+        ]
         for t in self.threads:
             t.start()
         return self
@@ -115,7 +118,9 @@ def run_dask(address: str, tasks, on_result, options: Options, timeout: float = 
     try:
         futures = {}
         for key, task in tasks:
-            fut = client.submit(grade_task, task, options, key=f"grade-{key}", pure=False, retries=0)
+            fut = client.submit(
+                grade_task, task, options, key=f"grade-{key}", pure=False, retries=0
+            )
             futures[fut] = key
         for fut in as_completed(list(futures)):
             key = futures[fut]

@@ -13,6 +13,7 @@ The result of a submission (:class:`~autograder.wire.types.ResultFrame`): ``{"ce
 "error", "message", "status", "output", "seconds"}`` (status: None, or why the test could not count: timeout, kernel-died,
 memory-limit, output-limit, tampered, not-run).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,7 +32,15 @@ from pathlib import Path
 from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
 from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
 from autograder.grading.status import CALL_TEXT
-from autograder.grading.host.sandbox import WorkerFailure, _children, _vm_size, bwrap_command, python_command, sandbox_env, sandbox_tmp
+from autograder.grading.host.sandbox import (
+    WorkerFailure,
+    _children,
+    _vm_size,
+    bwrap_command,
+    python_command,
+    sandbox_env,
+    sandbox_tmp,
+)
 
 STARTUP_TIMEOUT = 600
 GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
@@ -42,8 +51,15 @@ class _Process:
 
     def __init__(self, cmd, log_path, env=None, cwd=None, pass_fds=()):
         log = open(log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                     pass_fds=pass_fds, env=env, cwd=cwd)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            pass_fds=pass_fds,
+            env=env,
+            cwd=cwd,
+        )
         log.close()
         self.log_path = Path(log_path)
         self.out = self.proc.stdout.fileno()
@@ -121,19 +137,34 @@ class Supervisor:
             info_r, info_w = os.pipe()
             cmd = bwrap_command(python_command("inside.zygote"), info_fd=info_w)
             tmp = sandbox_tmp()
-            config = {"sandboxed": True, "scratch": f"{tmp}/work", "outdir": f"{tmp}/out", "home": f"{tmp}/home",
-                      "tmp": tmp}
+            config = {
+                "sandboxed": True,
+                "scratch": f"{tmp}/work",
+                "outdir": f"{tmp}/out",
+                "home": f"{tmp}/home",
+                "tmp": tmp,
+            }
             env = cwd = None
         else:
             self._tmp = tempfile.mkdtemp(prefix="autograder-nosandbox-")
             cmd = python_command("inside.zygote")
-            config = {"sandboxed": False, "scratch": f"{self._tmp}/work", "outdir": f"{self._tmp}/out",
-                      "home": f"{self._tmp}/home", "tmp": self._tmp}
+            config = {
+                "sandboxed": False,
+                "scratch": f"{self._tmp}/work",
+                "outdir": f"{self._tmp}/out",
+                "home": f"{self._tmp}/home",
+                "tmp": self._tmp,
+            }
             env = dict(os.environ, **sandbox_env(home=config["home"], tmp=self._tmp))
             cwd = self._tmp
         config.update(preload=self.preload)
-        self.zygote = _Process(cmd, self._log("zygote-"), env=env, cwd=cwd,
-                               pass_fds=(info_w,) if info_w is not None else ())
+        self.zygote = _Process(
+            cmd,
+            self._log("zygote-"),
+            env=env,
+            cwd=cwd,
+            pass_fds=(info_w,) if info_w is not None else (),
+        )
         zygote_pid = self.zygote.proc.pid
         if info_w is not None:
             os.close(info_w)
@@ -162,10 +193,16 @@ class Supervisor:
         self.vm_base = _vm_size(zygote_pid) if zygote_pid else None
 
     def _spawn_judge(self):
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   MPLBACKEND="Agg")
-        self.judge = _Process(python_command("host.judge"), self._log("judge-"), env=env,
-                              cwd=tempfile.gettempdir())
+        env = dict(
+            os.environ,
+            PYTHONDONTWRITEBYTECODE="1",
+            OMP_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+            MPLBACKEND="Agg",
+        )
+        self.judge = _Process(
+            python_command("host.judge"), self._log("judge-"), env=env, cwd=tempfile.gettempdir()
+        )
         try:
             self.judge.send({"preload": self.preload})
         except OSError:
@@ -220,7 +257,13 @@ class Supervisor:
     def grade(self, task: TaskFrame) -> ResultFrame:
         """Grade one task: ``{"id", "items", "tests", "files", "limits", "imports"}``."""
         missing = set(task.get("imports", ())) - set(self.preload)
-        if self.zygote is None or not self.zygote.alive() or self.judge is None or not self.judge.alive() or missing:
+        if (
+            self.zygote is None
+            or not self.zygote.alive()
+            or self.judge is None
+            or not self.judge.alive()
+            or missing
+        ):
             self.close()
             self.preload = sorted(set(self.preload) | missing)
             self.start()
@@ -272,8 +315,11 @@ class _NotebookRun:
         self.judge.begin(self.task["tests"])
         # the submission travels in the frame's body (as large as intake accepts, frames.MAX_TASK),
         # which the zygote never reads: the submission's own relay process does
-        zy_task = {"items": self.task["items"], "files": self.task.get("files", []),
-                   "tests": [{"id": t["id"]} for t in self.task["tests"]]}
+        zy_task = {
+            "items": self.task["items"],
+            "files": self.task.get("files", []),
+            "tests": [{"id": t["id"]} for t in self.task["tests"]],
+        }
         self.z.send({"op": "grade", "limits": self.limits}, json.dumps(zy_task).encode())
         aborted = False
         while self.done is None:
@@ -288,7 +334,9 @@ class _NotebookRun:
         if "error" in result:
             raise WorkerFailure(result["error"])
         n = len(self.task["tests"])
-        result["tests"] = [self.tests.get(k, {"passed": False, "status": "not-run"}) for k in range(n)]
+        result["tests"] = [
+            self.tests.get(k, {"passed": False, "status": "not-run"}) for k in range(n)
+        ]
         result["garbled"] = bool(result.get("garbled")) or self.garbled
         result["restored"] = self.restored
         result["seconds"] = round(time.monotonic() - self.start, 3)
@@ -298,7 +346,9 @@ class _NotebookRun:
     def _zygote_event(self, ev, body):
         kind = ev.get("ev")
         if kind == "done":
-            self.done = ev.get("result") if isinstance(ev.get("result"), dict) else {"error": "no result"}
+            self.done = (
+                ev.get("result") if isinstance(ev.get("result"), dict) else {"error": "no result"}
+            )
         elif kind == "tests":
             ks = ev.get("ks")
             if type(ks) is list and all(type(k) is int for k in ks):
@@ -317,8 +367,11 @@ class _NotebookRun:
                 self.garbled = True
                 continue
             if time.monotonic() >= self.wall:
-                self.tests[k] = {"passed": False, "status": "timeout",
-                                 "message": "not run: the notebook ran past its time limit"}
+                self.tests[k] = {
+                    "passed": False,
+                    "status": "timeout",
+                    "message": "not run: the notebook ran past its time limit",
+                }
                 continue
             if not self.test_process:
                 self.z.send({"op": "more-tests"})
@@ -342,38 +395,70 @@ class _NotebookRun:
                 self.restored.extend(x for x in restored if x not in self.restored)
         if self.judge.lost:
             return {"passed": False, "status": "grader-error", "message": "the judge was stopped"}
-        self.judge.send({"op": "test", "k": k, "names": names if status is None else {}, "dtype": dtype})
+        self.judge.send(
+            {"op": "test", "k": k, "names": names if status is None else {}, "dtype": dtype}
+        )
         while True:
             try:
-                frame, payload = self.judge.read(timeout=max(deadline - time.monotonic(), 0) + GRACE)
+                frame, payload = self.judge.read(
+                    timeout=max(deadline - time.monotonic(), 0) + GRACE
+                )
             except Timeout:
                 self.judge.stop()
-                return {"passed": False, "status": "timeout",
-                        "message": "the test ran past the time limit and was stopped"}
+                return {
+                    "passed": False,
+                    "status": "timeout",
+                    "message": "the test ran past the time limit and was stopped",
+                }
             if frame.get("ev") == "verdict":
-                verdict = {key: frame.get(key) for key in ("passed", "partial", "error", "message", "status",
-                                                          "output", "seconds")}
+                verdict = {
+                    key: frame.get(key)
+                    for key in (
+                        "passed",
+                        "partial",
+                        "error",
+                        "message",
+                        "status",
+                        "output",
+                        "seconds",
+                    )
+                }
                 if status and not verdict.get("status"):
                     verdict["status"], verdict["passed"] = status, False
                 return verdict
             if frame.get("op") == "call":
-                header = {"op": "call", "seq": next(self.sup.seq), "quiet": bool(frame.get("quiet")),
-                          "rng": frame.get("rng") if isinstance(frame.get("rng"), str) else None}
+                header = {
+                    "op": "call",
+                    "seq": next(self.sup.seq),
+                    "quiet": bool(frame.get("quiet")),
+                    "rng": frame.get("rng") if isinstance(frame.get("rng"), str) else None,
+                }
                 if status or not self.test_process:
-                    self.judge.send({"ev": "reply", "status": status or "kernel-died",
-                                 "message": "the student's process is gone"})
+                    self.judge.send(
+                        {
+                            "ev": "reply",
+                            "status": status or "kernel-died",
+                            "message": "the student's process is gone",
+                        }
+                    )
                     continue
                 self.z.send(header, payload)
                 reply, body = self._reply(header["seq"], deadline)
                 if reply.get("status"):
                     status = reply["status"]
-                    self.judge.send({"ev": "reply", "status": status, "message": CALL_TEXT.get(status, status)})
+                    self.judge.send(
+                        {"ev": "reply", "status": status, "message": CALL_TEXT.get(status, status)}
+                    )
                 else:
                     self.judge.send({"ev": "reply"}, body)
             elif frame.get("ev") == "child-exit":  # the judge's child crashed: a grader bug
                 self.judge.lost = True
                 self.judge.pid = None
-                return {"passed": False, "status": "grader-error", "message": "the judge failed on this test"}
+                return {
+                    "passed": False,
+                    "status": "grader-error",
+                    "message": "the judge failed on this test",
+                }
 
     def _reply(self, seq, deadline):
         """The student process's answer to request ``seq``, or ``{"status": why not}``."""
@@ -403,7 +488,11 @@ class _NotebookRun:
                 self._kill_test(None)
                 return {"status": "tampered"}, b""
             if kind == "done":  # the student process ended while a test waited on it
-                self.done = ev.get("result") if isinstance(ev.get("result"), dict) else {"error": "no result"}
+                self.done = (
+                    ev.get("result")
+                    if isinstance(ev.get("result"), dict)
+                    else {"error": "no result"}
+                )
                 self.test_process = False
                 return {"status": "kernel-died"}, b""
             # a stale reply (an earlier request) or another event: ignored
@@ -425,6 +514,7 @@ class _NotebookRun:
             self.test_process = False
         return {"status": status}, b""
 
+
 class _JudgeRun:
     """The judge's side of one notebook: the child it forks for it, the end, or the stop."""
 
@@ -432,8 +522,8 @@ class _JudgeRun:
         self.sup = sup
         self.j = sup.judge
         self.task_id = task.get("id", "")
-        self.pid = None     # the judge's child for this notebook
-        self.lost = False   # stopped or crashed: restarted after this notebook
+        self.pid = None  # the judge's child for this notebook
+        self.lost = False  # stopped or crashed: restarted after this notebook
 
     def send(self, header, body=b""):
         self.j.send(header, body)

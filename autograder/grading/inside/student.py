@@ -24,6 +24,7 @@ zygote (JSON lines), ``CMD_FD`` one-byte commands from the zygote, ``REQ_FD`` / 
 request and reply frames (:mod:`.protocol`) of the test process, ``TOK_FD`` the process
 ration (one byte per process the submission may still start).
 """
+
 from __future__ import annotations
 
 import json
@@ -43,13 +44,33 @@ CHEAP_ELEMENTS = 4096
 
 # namespaces whose entries a cell may not *replace* for the tests (additions are kept, and so
 # is global state such as the default dtype or grad mode: nbgrader's kernel keeps them too)
-PROTECTED = ("torch", "torch.nn", "torch.nn.functional", "torch.autograd", "torch.autograd.function",
-             "torch.autograd.grad_mode", "torch.optim", "torch.func", "torch.utils.checkpoint",
-             "autograder", "autograder.checks", "autograder.wire.observation",
-             "autograder.messages", "builtins", "copy", "pickle", "math")
-PROTECTED_CLASSES = (("torch", "Tensor"), ("torch.nn", "Module"), ("torch.nn", "Parameter"),
-                     ("torch.autograd", "Function"), ("torch.optim", "Optimizer"),
-                     ("autograder.checks", "CallRecorder"))
+PROTECTED = (
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
+    "torch.autograd",
+    "torch.autograd.function",
+    "torch.autograd.grad_mode",
+    "torch.optim",
+    "torch.func",
+    "torch.utils.checkpoint",
+    "autograder",
+    "autograder.checks",
+    "autograder.wire.observation",
+    "autograder.messages",
+    "builtins",
+    "copy",
+    "pickle",
+    "math",
+)
+PROTECTED_CLASSES = (
+    ("torch", "Tensor"),
+    ("torch.nn", "Module"),
+    ("torch.nn", "Parameter"),
+    ("torch.autograd", "Function"),
+    ("torch.optim", "Optimizer"),
+    ("autograder.checks", "CallRecorder"),
+)
 
 
 class Restorer:
@@ -75,7 +96,12 @@ class Restorer:
                 now = current.get(key, _MISSING)
                 if now is value:
                     continue
-                if key in ("__doc__", "__annotations__", "__weakref__", "__dict__") or key.startswith("__pyx"):
+                if key in (
+                    "__doc__",
+                    "__annotations__",
+                    "__weakref__",
+                    "__dict__",
+                ) or key.startswith("__pyx"):
                     continue
                 try:
                     if d is not None:
@@ -121,7 +147,9 @@ def main_line(task, shell, restorer, config, namespace_helper):
         if item[0] == "cell":
             i += 1
             index, source = item[1], item[2]
-            in_kernel = len(item) > 3  # a test cell run in this process (calibrate.py: nbgrader's one kernel)
+            in_kernel = (
+                len(item) > 3
+            )  # a test cell run in this process (calibrate.py: nbgrader's one kernel)
             _redirect(_fresh(os.path.join(outdir, f"cell-{index}.txt")))
             if in_kernel:  # its stderr apart: nbgrader scores a test cell that wrote to stderr 0
                 err = _fresh(os.path.join(outdir, f"cell-{index}.err"), read=True)
@@ -216,7 +244,10 @@ def _wait_child(pid):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 break
-        except (KeyboardInterrupt, InterruptedError):  # an interrupt meant for a cell, arriving late
+        except (
+            KeyboardInterrupt,
+            InterruptedError,
+        ):  # an interrupt meant for a cell, arriving late
             continue
         except ChildProcessError:
             break
@@ -280,7 +311,9 @@ def serve(shell, restorer):
                 server.names_changed = _Names(shell.user_ns, names).changed
                 reply = {"seq": seq, "names": names, "restored": restored[:20]}
                 torch = sys.modules.get("torch")
-                if torch is not None:  # a default dtype set in a cell: the test sees it too, as in one kernel
+                if (
+                    torch is not None
+                ):  # a default dtype set in a cell: the test sees it too, as in one kernel
                     reply["dtype"] = str(torch.get_default_dtype()).replace("torch.", "")
                 write_frame(REP_FD, reply)
             elif op == "call":
@@ -289,15 +322,16 @@ def serve(shell, restorer):
                 except BaseException as exc:  # noqa: BLE001 - e.g. the arguments did not unpickle
                     from autograder.wire import observation
 
-                    data = observation.dumps({"error": f"the call could not be made: "
-                                                       f"{type(exc).__name__}: {exc}"[:500]})
+                    data = observation.dumps(
+                        {"error": f"the call could not be made: {type(exc).__name__}: {exc}"[:500]}
+                    )
                 write_frame(REP_FD, {"seq": seq}, data)
             else:
                 write_frame(REP_FD, {"seq": seq, "error": "unknown request"})
 
 
-NAMES_BUDGET_BYTES = 2 << 20   # data sent by value in one names report (the frame header holds 4 MB)
-NAMES_BUDGET_VALUES = 200_000   # JSON values in it (the host parses at most 1,000,000)
+NAMES_BUDGET_BYTES = 2 << 20  # data sent by value in one names report (the frame header holds 4 MB)
+NAMES_BUDGET_VALUES = 200_000  # JSON values in it (the host parses at most 1,000,000)
 
 
 def names_report(ns) -> dict:
@@ -318,8 +352,12 @@ def names_report(ns) -> dict:
         elif callable(value) or isinstance(value, type):
             out[name] = _handle_entry(value)
         else:
-            enc = observation.Encoder(plain_only=True, max_bytes=left_bytes, max_nodes=left_values,
-                                      max_tensor_elements=CHEAP_ELEMENTS)
+            enc = observation.Encoder(
+                plain_only=True,
+                max_bytes=left_bytes,
+                max_nodes=left_values,
+                max_tensor_elements=CHEAP_ELEMENTS,
+            )
             try:
                 out[name] = {"kind": "value", "value": enc.encode(value)}
                 left_bytes -= enc.spent
@@ -345,26 +383,41 @@ class _Names:
 
     def _remember(self, report):
         self.ids = {name: id(self.ns.get(name)) for name in report}
-        self.texts = {name: json.dumps(entry["value"]) for name, entry in report.items()
-                      if entry.get("kind") == "value" and self._mutable(self.ns.get(name))}
+        self.texts = {
+            name: json.dumps(entry["value"])
+            for name, entry in report.items()
+            if entry.get("kind") == "value" and self._mutable(self.ns.get(name))
+        }
 
     def _mutable(self, value):
         numpy = sys.modules.get("numpy")
-        return isinstance(value, self.MUTABLE) or (numpy is not None and isinstance(value, numpy.ndarray))
+        return isinstance(value, self.MUTABLE) or (
+            numpy is not None and isinstance(value, numpy.ndarray)
+        )
 
     def _names(self):
-        return [n for n in list(self.ns) if type(n) is str and not n.startswith("_") and n not in IPYTHON_NAMES]
+        return [
+            n
+            for n in list(self.ns)
+            if type(n) is str and not n.startswith("_") and n not in IPYTHON_NAMES
+        ]
 
     def changed(self) -> dict:
         from autograder.wire import observation
 
         current = self._names()
-        changed = {n: self.ns[n] for n in current if n not in self.ids or id(self.ns[n]) != self.ids[n]}
+        changed = {
+            n: self.ns[n] for n in current if n not in self.ids or id(self.ns[n]) != self.ids[n]
+        }
         for name, text in self.texts.items():
             if name in changed or name not in self.ns:
                 continue
-            enc = observation.Encoder(plain_only=True, max_bytes=NAMES_BUDGET_BYTES, max_nodes=NAMES_BUDGET_VALUES,
-                                      max_tensor_elements=CHEAP_ELEMENTS)
+            enc = observation.Encoder(
+                plain_only=True,
+                max_bytes=NAMES_BUDGET_BYTES,
+                max_nodes=NAMES_BUDGET_VALUES,
+                max_tensor_elements=CHEAP_ELEMENTS,
+            )
             try:
                 now = json.dumps(enc.encode(self.ns[name]))
             except Exception:  # noqa: BLE001
@@ -394,8 +447,11 @@ class _Names:
 def _handle_entry(value):
     from autograder.wire import observation
 
-    return {"kind": "callable", "classes": observation.builtin_classes(type(value)),
-            "type": observation._qualname(type(value))[:200]}
+    return {
+        "kind": "callable",
+        "classes": observation.builtin_classes(type(value)),
+        "type": observation._qualname(type(value))[:200],
+    }
 
 
 # --------------------------------------------------------------------------- in-kernel tests
@@ -538,8 +594,15 @@ def describe_error(exc):
 
 
 def is_memory_message(text):
-    return any(s in text for s in ("can't allocate memory", "DefaultCPUAllocator", "out of memory",
-                                   "Cannot allocate memory"))
+    return any(
+        s in text
+        for s in (
+            "can't allocate memory",
+            "DefaultCPUAllocator",
+            "out of memory",
+            "Cannot allocate memory",
+        )
+    )
 
 
 def _set_limits(limits):
@@ -579,7 +642,10 @@ def _ration_processes():
                     return
             except (BlockingIOError, OSError):
                 pass
-            raise OSError(11, "Resource temporarily unavailable: the grader allows a submission only a few "
-                              "processes")
+            raise OSError(
+                11,
+                "Resource temporarily unavailable: the grader allows a submission only a few "
+                "processes",
+            )
 
     sys.addaudithook(hook)

@@ -20,6 +20,7 @@ Host channel (fds 0/1 at start, moved to ``PROTO_IN``/``PROTO_OUT``), frames of 
     zygote -> host:  {"ready"}, {"ev": "tests", "ks"}, {"ev": "reply", "seq", ...} + body,
                      {"ev": "test-exit", "status", "killed"}, {"ev": "done", "result"}
 """
+
 from __future__ import annotations
 
 import ast
@@ -35,10 +36,18 @@ import time
 from typing import NamedTuple
 
 from autograder.grading.inside import student
-from autograder.wire.frames import MAX_TASK, FrameReader, ProtocolError, read_body, read_frame, read_header, write_frame
+from autograder.wire.frames import (
+    MAX_TASK,
+    FrameReader,
+    ProtocolError,
+    read_body,
+    read_frame,
+    read_header,
+    write_frame,
+)
 
 PROTO_IN, PROTO_OUT = 1021, 1022
-OUTPUT_KEEP = 20_000        # characters of a cell's output kept
+OUTPUT_KEEP = 20_000  # characters of a cell's output kept
 NOTEBOOK_OUTPUT_KEEP = 200_000  # characters of output kept for all cells of a notebook together
 MAX_REPLY = 100 << 20
 
@@ -92,7 +101,9 @@ def main():
                 finally:
                     os._exit(code)
             status = os.waitpid(relay, 0)[1]
-            _kill_all(config["sandboxed"], None, False)  # whatever the submission left, but the zygote
+            _kill_all(
+                config["sandboxed"], None, False
+            )  # whatever the submission left, but the zygote
             if status != 0:  # the relay failed: the channel may hold part of a frame, start again
                 os._exit(1)
         elif blen:
@@ -156,10 +167,15 @@ def _warm_up_torch(torch):
     y = torch.sigmoid(x * 2).tanh().exp().softmax(0)
     torch.relu(y).sum().backward()
     x.detach().clone().relu_().add_(1).data.mul_(2)
-    for layer, shape in ((torch.nn.Linear(5, 4), (2, 5)), (torch.nn.Conv1d(1, 3, 3), (2, 1, 8)),
-                         (torch.nn.BatchNorm1d(5), (6, 5))):
+    for layer, shape in (
+        (torch.nn.Linear(5, 4), (2, 5)),
+        (torch.nn.Conv1d(1, 3, 3), (2, 1, 8)),
+        (torch.nn.BatchNorm1d(5), (6, 5)),
+    ):
         layer(torch.randn(*shape)).relu_().sum().backward()
-    torch.autograd.gradcheck(lambda t: t * 2, torch.randn(3, dtype=torch.float64, requires_grad=True))
+    torch.autograd.gradcheck(
+        lambda t: t * 2, torch.randn(3, dtype=torch.float64, requires_grad=True)
+    )
     opt = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
     opt.step()
     from autograder.grading.warmup import training
@@ -176,8 +192,18 @@ def _warm_up_torch(torch):
 
 def _warm_up_libraries():
     """Load what honest notebooks use (plotting, the course's self-check cell)."""
-    for name in ("six", "importlib_metadata", "autograder.selfcheck", "tqdm", "tqdm.auto", "logging",
-                 "dataclasses", "functools", "inspect", "typing"):
+    for name in (
+        "six",
+        "importlib_metadata",
+        "autograder.selfcheck",
+        "tqdm",
+        "tqdm.auto",
+        "logging",
+        "dataclasses",
+        "functools",
+        "inspect",
+        "typing",
+    ):
         try:
             __import__(name)
         except Exception:  # noqa: BLE001 - optional
@@ -213,14 +239,22 @@ class Namespace:
 
         self.ctypes = ctypes
         libc = ctypes.CDLL(None, use_errno=True)
-        self.unshare, self.prctl, self.capset, self.capget = libc.unshare, libc.prctl, libc.capset, libc.capget
+        self.unshare, self.prctl, self.capset, self.capget = (
+            libc.unshare,
+            libc.prctl,
+            libc.capset,
+            libc.capget,
+        )
 
         class Header(ctypes.Structure):
             _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
         class Data(ctypes.Structure):
-            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                        ("inheritable", ctypes.c_uint32)]
+            _fields_ = [
+                ("effective", ctypes.c_uint32),
+                ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32),
+            ]
 
         self.Header, self.Data = Header, Data
 
@@ -279,9 +313,20 @@ def grade(task, shell, restorer, namespace, config):
                 try:
                     import fcntl
 
-                    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 200) for fd in (ctl_w, cmd_r, req_r, rep_w, tok_r)]
-                    for src, dst in zip(moved, (student.CTL_FD, student.CMD_FD, student.REQ_FD, student.REP_FD,
-                                                student.TOK_FD)):
+                    moved = [
+                        fcntl.fcntl(fd, fcntl.F_DUPFD, 200)
+                        for fd in (ctl_w, cmd_r, req_r, rep_w, tok_r)
+                    ]
+                    for src, dst in zip(
+                        moved,
+                        (
+                            student.CTL_FD,
+                            student.CMD_FD,
+                            student.REQ_FD,
+                            student.REP_FD,
+                            student.TOK_FD,
+                        ),
+                    ):
                         os.dup2(src, dst)
                     student.main_line(task, shell, restorer, config, namespace)
                 finally:
@@ -294,10 +339,17 @@ def grade(task, shell, restorer, namespace, config):
         os.close(fd)
     main_pid, isolated = _read_main_pid(info_r)
     os.close(info_r)
-    session = Session(helper, main_pid, Pipes(ctl_r, cmd_w, req_r, req_w, rep_r),
-                      CellClock(task, limits, start), OutputMeter(config["outdir"], int(limits["output"])))
+    session = Session(
+        helper,
+        main_pid,
+        Pipes(ctl_r, cmd_w, req_r, req_w, rep_r),
+        CellClock(task, limits, start),
+        OutputMeter(config["outdir"], int(limits["output"])),
+    )
     session.run()
-    _kill_all(False, main_pid, isolated, helper)  # (the zygote sweeps the rest once this relay ended)
+    _kill_all(
+        False, main_pid, isolated, helper
+    )  # (the zygote sweeps the rest once this relay ended)
     session.reap()
     for fd in (ctl_r, cmd_w, req_r, req_w, rep_r):
         os.close(fd)
@@ -312,11 +364,11 @@ def grade(task, shell, restorer, namespace, config):
 class Pipes(NamedTuple):
     """The relay's ends of the pipes to the student process (:mod:`.student` holds the others)."""
 
-    ctl_r: int   # its events: a cell started or ended, tests reached, a test process exited
-    cmd_w: int   # commands to it: fork a test process, kill it, go on with the cells
-    req_r: int   # (the relay's copy of the request pipe's read end: drained after a test process)
-    req_w: int   # the host's requests to the test process, as frames
-    rep_r: int   # the test process's replies, as frames
+    ctl_r: int  # its events: a cell started or ended, tests reached, a test process exited
+    cmd_w: int  # commands to it: fork a test process, kill it, go on with the cells
+    req_r: int  # (the relay's copy of the request pipe's read end: drained after a test process)
+    req_w: int  # the host's requests to the test process, as frames
+    rep_r: int  # the test process's replies, as frames
 
 
 class CellClock:
@@ -329,13 +381,17 @@ class CellClock:
         self.n_cells = sum(1 for item in task["items"] if item[0] == "cell")
         # the order the cells run in (a notebook graded in one kernel runs its test cells, numbered
         # after the student's, in their places among them: calibrate.kernel_task)
-        self.position = {item[1]: p for p, item in enumerate(i for i in task["items"] if i[0] == "cell")}
+        self.position = {
+            item[1]: p for p, item in enumerate(i for i in task["items"] if i[0] == "cell")
+        }
         self.timeout = float(limits["timeout"])
         self.wall = start + float(limits["wall"])
         self.grace = self.GRACE
         self.cells = {}
         self.current = None  # index of the cell running
-        self.last_started = -1  # cells start once each, in order: a cell cannot restart its own clock
+        self.last_started = (
+            -1
+        )  # cells start once each, in order: a cell cannot restart its own clock
         self.since = None
         self.interrupted = None
 
@@ -365,11 +421,11 @@ class CellClock:
             return False
         cell = self.cells.setdefault(c, {})
         if isinstance(msg.get("error"), str):
-            cell["error"] = msg["error"][:student.MESSAGE_KEEP]
+            cell["error"] = msg["error"][: student.MESSAGE_KEEP]
         if msg.get("kind") in ("memory", "interrupted", "error"):
             cell["kind"] = msg["kind"]
         if isinstance(msg.get("value"), str):  # a test cell run in-kernel (calibrate.py): bounded
-            cell["value"] = msg["value"][:student.VALUE_KEEP + 3]
+            cell["value"] = msg["value"][: student.VALUE_KEEP + 3]
         if msg.get("stderr") is True:
             cell["stderr"] = True
         cell["seconds"] = round(now - cell.get("start", now), 3)
@@ -392,7 +448,9 @@ class CellClock:
         budget = NOTEBOOK_OUTPUT_KEEP
         for i in range(self.n_cells):
             c = self.cells.get(i, {})
-            out, size = _read_output(os.path.join(outdir, f"cell-{i}.txt"), min(OUTPUT_KEEP, budget))
+            out, size = _read_output(
+                os.path.join(outdir, f"cell-{i}.txt"), min(OUTPUT_KEEP, budget)
+            )
             budget = max(0, budget - len(out))
             status = c.get("status")
             if status is None:
@@ -408,9 +466,17 @@ class CellClock:
                     status = "error"
                 else:
                     status = "ok"
-            cells.append({"index": i, "status": status, "error": c.get("error"), "output": out,
-                          "output_bytes": size, "seconds": c.get("seconds"),
-                          **{k: c[k] for k in ("value", "stderr") if k in c}})
+            cells.append(
+                {
+                    "index": i,
+                    "status": status,
+                    "error": c.get("error"),
+                    "output": out,
+                    "output_bytes": size,
+                    "seconds": c.get("seconds"),
+                    **{k: c[k] for k in ("value", "stderr") if k in c},
+                }
+            )
         return cells
 
 
@@ -523,7 +589,12 @@ class Session:
 
     def __init__(self, helper, pid, pipes: Pipes, clock: CellClock, meter: OutputMeter):
         self.helper, self.pid = helper, pid
-        self.ctl_r, self.cmd_w, self.rep_r, self.req_w = pipes.ctl_r, pipes.cmd_w, pipes.rep_r, pipes.req_w
+        self.ctl_r, self.cmd_w, self.rep_r, self.req_w = (
+            pipes.ctl_r,
+            pipes.cmd_w,
+            pipes.rep_r,
+            pipes.req_w,
+        )
         self.clock = clock
         self.meter = meter
         self.relay = Relay(pipes)
@@ -551,8 +622,9 @@ class Session:
                 wait = max(min(clock.next_deadline(now) - now, 0.1 if busy else 0.5), 0.0)
                 if bool(self.relay.outgoing) != writing:
                     writing = not writing
-                    (sel.register if writing else sel.unregister)(self.req_w, *(
-                        (selectors.EVENT_WRITE,) if writing else ()))
+                    (sel.register if writing else sel.unregister)(
+                        self.req_w, *((selectors.EVENT_WRITE,) if writing else ())
+                    )
                 events = sel.select(wait)
                 ready = {key.fd for key, mask in events if mask & selectors.EVENT_READ}
                 if any(key.fd == self.req_w for key, _ in events):
@@ -632,7 +704,9 @@ class Session:
         op = msg.get("op")
         if op in ("begin", "call"):
             if not self.test_alive:
-                write_frame(PROTO_OUT, {"ev": "reply", "seq": msg.get("seq"), "status": "no-process"})
+                write_frame(
+                    PROTO_OUT, {"ev": "reply", "seq": msg.get("seq"), "status": "no-process"}
+                )
                 return
             self.relay.send(msg, body)
         elif op == "kill-test":
@@ -643,7 +717,9 @@ class Session:
             self._command(b"f")
         elif op == "continue":
             self.test_alive = False
-            self._command(b"kc")  # stop the test process if it still runs, then go on with the cells
+            self._command(
+                b"kc"
+            )  # stop the test process if it still runs, then go on with the cells
         elif op == "abort":
             self.main = self.main or "timeout"
             self.exit_status = "killed"
@@ -725,8 +801,14 @@ class Session:
             status = msg["test-exit"]
             if self.meter.killed:  # stopped here for its output: reported as the file-size signal
                 status, self.meter.killed = 128 + signal.SIGXFSZ, False
-            write_frame(PROTO_OUT, {"ev": "test-exit", "status": status if type(status) is int else None,
-                                    "killed": msg.get("killed") is True})
+            write_frame(
+                PROTO_OUT,
+                {
+                    "ev": "test-exit",
+                    "status": status if type(status) is int else None,
+                    "killed": msg.get("killed") is True,
+                },
+            )
             return
         c = msg.get("c")
         if type(c) is int and 0 <= c < self.clock.n_cells:
@@ -743,8 +825,11 @@ class Session:
 
     # -- result ----------------------------------------------------------------------
     def result(self):
-        return {"cells": self.clock.result(self.meter.outdir), "main": self.main or "completed",
-                "garbled": self.garbled}
+        return {
+            "cells": self.clock.result(self.meter.outdir),
+            "main": self.main or "completed",
+            "garbled": self.garbled,
+        }
 
 
 def _read_output(path, keep):
@@ -792,7 +877,9 @@ def _write_files(scratch, files, limits):
             notes.append(f"extra files beyond {limits['files'] >> 20} MB were not copied")
             break
         path = os.path.join(scratch, name)
-        if os.path.commonpath([os.path.realpath(path), os.path.realpath(scratch)]) != os.path.realpath(scratch):
+        if os.path.commonpath(
+            [os.path.realpath(path), os.path.realpath(scratch)]
+        ) != os.path.realpath(scratch):
             continue
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as fh:
@@ -805,7 +892,12 @@ def _wipe(config):
     recursion: a submission may leave a tree thousands of folders deep)."""
     places = [config["scratch"], config["outdir"], config["home"]]
     if config["sandboxed"]:
-        places = [os.path.join(d, n) for d in (config["tmp"], "/dev/shm") if os.path.isdir(d) for n in os.listdir(d)]
+        places = [
+            os.path.join(d, n)
+            for d in (config["tmp"], "/dev/shm")
+            if os.path.isdir(d)
+            for n in os.listdir(d)
+        ]
     for path in places:
         student.remove_tree(path)
 

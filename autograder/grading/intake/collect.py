@@ -18,6 +18,7 @@ instructor's version runs. A task is:
 
 Intake trusts nothing: see :func:`find_submissions` and :func:`read_student_notebook`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -55,9 +56,9 @@ class SourceNotebook:
     path: Path
     nb: object
     tests: list[TestCell]
-    locked: dict[str, str]            # grade_id -> source of locked (read-only) code cells
-    order: list[str]                  # grade_ids of the source's cells, in order
-    cell_ids: dict[str, str]          # cell id -> grade_id
+    locked: dict[str, str]  # grade_id -> source of locked (read-only) code cells
+    order: list[str]  # grade_ids of the source's cells, in order
+    cell_ids: dict[str, str]  # cell id -> grade_id
 
     @property
     def max_score(self) -> float:
@@ -66,7 +67,11 @@ class SourceNotebook:
     @property
     def language(self) -> str:
         info = self.nb.get("metadata", {}).get("kernelspec", {}) or {}
-        lang = info.get("language") or self.nb.get("metadata", {}).get("language_info", {}).get("name") or ""
+        lang = (
+            info.get("language")
+            or self.nb.get("metadata", {}).get("language_info", {}).get("name")
+            or ""
+        )
         return str(lang).lower()
 
     def imports(self) -> set[str]:
@@ -75,7 +80,8 @@ class SourceNotebook:
         only modules the judge binds a student's module name to; it never imports one for it)."""
         names = set()
         sources = [t.source for t in self.tests] + [
-            c.get("source", "") for c in self.nb.get("cells", []) if c.get("cell_type") == "code"]
+            c.get("source", "") for c in self.nb.get("cells", []) if c.get("cell_type") == "code"
+        ]
         for source in sources:
             if not isinstance(source, str):
                 continue
@@ -108,7 +114,9 @@ def _source(cell) -> str:
     return src if isinstance(src, str) else ""
 
 
-def read_source(assignment: str, path: Path, begin_hidden: str = "BEGIN HIDDEN TESTS") -> SourceNotebook:
+def read_source(
+    assignment: str, path: Path, begin_hidden: str = "BEGIN HIDDEN TESTS"
+) -> SourceNotebook:
     nb = nbformat.read(path, as_version=4)
     tests, locked, order, cell_ids = [], {}, [], {}
     for cell in nb.cells:
@@ -123,8 +131,15 @@ def read_source(assignment: str, path: Path, begin_hidden: str = "BEGIN HIDDEN T
             continue
         if meta.get("grade") and not meta.get("solution"):
             source = _source(cell)
-            tests.append(TestCell(gid, float(meta.get("points", 0)), source,
-                                  begin_hidden in source, cell.get("id")))
+            tests.append(
+                TestCell(
+                    gid,
+                    float(meta.get("points", 0)),
+                    source,
+                    begin_hidden in source,
+                    cell.get("id"),
+                )
+            )
         elif meta.get("locked") and not meta.get("solution"):
             locked[gid] = _source(cell)
     return SourceNotebook(assignment, path.stem, path, nb, tests, locked, order, cell_ids)
@@ -144,17 +159,23 @@ class Course:
             raise FileNotFoundError(
                 f"no source directory {self.source} (nbgrader's CourseDirectory.source_directory = "
                 f"{self.config.source_directory!r}, read from "
-                f"{', '.join(self.config.files) or 'nbgrader defaults: no nbgrader_config.py in ' + str(self.root)})")
+                f"{', '.join(self.config.files) or 'nbgrader defaults: no nbgrader_config.py in ' + str(self.root)})"
+            )
         self._cache: dict[str, list[SourceNotebook]] = {}
 
     def assignments(self) -> list[str]:
-        return sorted(p.name for p in self.source.iterdir()
-                      if p.is_dir() and not p.name.startswith(".") and any(p.glob("*.ipynb")))
+        return sorted(
+            p.name
+            for p in self.source.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and any(p.glob("*.ipynb"))
+        )
 
     def notebooks(self, assignment: str) -> list[SourceNotebook]:
         if assignment not in self._cache:
-            self._cache[assignment] = [read_source(assignment, p, self.config.begin_hidden)
-                                       for p in sorted((self.source / assignment).glob("*.ipynb"))]
+            self._cache[assignment] = [
+                read_source(assignment, p, self.config.begin_hidden)
+                for p in sorted((self.source / assignment).glob("*.ipynb"))
+            ]
         return self._cache[assignment]
 
     def unsupported(self, assignment: str) -> list[str]:
@@ -180,9 +201,9 @@ class Submission:
     notebook: str
     path: Path | None
     source: SourceNotebook
-    status: str | None = None         # missing-notebook / invalid-notebook (decided here)
+    status: str | None = None  # missing-notebook / invalid-notebook (decided here)
     message: str = ""
-    nb: object = None                 # the student's notebook, when readable
+    nb: object = None  # the student's notebook, when readable
     items: list = field(default_factory=list)
     layout: list = field(default_factory=list)
     files: list = field(default_factory=list)
@@ -195,7 +216,10 @@ class Submission:
         return {
             "id": self.key,
             "items": self.items,
-            "tests": [{"id": t.grade_id, "source": t.source, "points": t.points} for t in self.source.tests],
+            "tests": [
+                {"id": t.grade_id, "source": t.source, "points": t.points}
+                for t in self.source.tests
+            ],
             "files": self.files,
             "limits": Limits.of(limits).frame(),
             "imports": list(imports),
@@ -211,8 +235,9 @@ def read_student_notebook(path: Path):
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise ValueError("it is a symbolic link: the grader does not follow links, nothing behind it was read") \
-                from None
+            raise ValueError(
+                "it is a symbolic link: the grader does not follow links, nothing behind it was read"
+            ) from None
         raise ValueError(f"it cannot be opened ({exc.strerror})") from None
     try:
         info = os.fstat(fd)
@@ -232,10 +257,14 @@ def read_student_notebook(path: Path):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        raise ValueError(
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
     except RecursionError:
         raise ValueError("not a notebook: JSON nested too deeply to read") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
+    if not isinstance(data, dict) or not isinstance(
+        data.get("cells", data.get("worksheets")), list
+    ):
         raise ValueError("not a Jupyter notebook (no list of cells)")
     try:
         nb = nbformat.reads(text, as_version=4)
@@ -291,7 +320,10 @@ def plan(source: SourceNotebook, nb):
             items.append(["test", k])
             placed.add(k)
             layout.append(("inserted", None, k))
-            after[source.tests[k].grade_id], where[source.tests[k].grade_id] = len(items), len(layout)
+            after[source.tests[k].grade_id], where[source.tests[k].grade_id] = (
+                len(items),
+                len(layout),
+            )
     for k, t in enumerate(source.tests):
         if k in placed:
             continue
@@ -317,8 +349,11 @@ def _extra_files(folder: Path) -> list:
     """The other regular files of a student's assignment folder (no links, no hidden files)."""
     files, total = [], 0
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
-                             and not os.path.islink(os.path.join(dirpath, d)))
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))
+        )
         for name in sorted(filenames):
             path = Path(dirpath) / name
             if name.startswith(".") or path.suffix == ".ipynb":
@@ -372,19 +407,33 @@ def find_submissions(folder: Path, course: Course, warn=print) -> list[Submissio
         if not is_dir and not is_link:
             continue
         if not STUDENT_ID.fullmatch(student):
-            warn(f"refusing {student_dir}: {student!r} is not a usable student id "
-                 "(letters, digits, '.', '_' and '-', starting with a letter or digit)")
-            if not student.isprintable():  # shown escaped: no control character reaches any artifact
+            warn(
+                f"refusing {student_dir}: {student!r} is not a usable student id "
+                "(letters, digits, '.', '_' and '-', starting with a letter or digit)"
+            )
+            if (
+                not student.isprintable()
+            ):  # shown escaped: no control character reaches any artifact
                 student = student.encode("unicode_escape").decode("ascii")
             for a in assignments:
-                out += _rows_only(student, a, course, "refused",
-                                  "the folder name is not a usable student id; nothing in it was read")
+                out += _rows_only(
+                    student,
+                    a,
+                    course,
+                    "refused",
+                    "the folder name is not a usable student id; nothing in it was read",
+                )
             continue
         if is_link:
             warn(f"not following {student_dir}: it is a symbolic link")
             for a in assignments:
-                out += _rows_only(student, a, course, "invalid-notebook",
-                                  "the student's folder is a symbolic link: nothing behind it was read")
+                out += _rows_only(
+                    student,
+                    a,
+                    course,
+                    "invalid-notebook",
+                    "the student's folder is a symbolic link: nothing behind it was read",
+                )
             continue
         for a, a_dir, a_is_dir, a_is_link in _entries(student_dir):
             if a not in assignments:
@@ -393,8 +442,13 @@ def find_submissions(folder: Path, course: Course, warn=print) -> list[Submissio
                 continue
             if a_is_link:
                 warn(f"not following {a_dir}: it is a symbolic link")
-                out += _rows_only(student, a, course, "invalid-notebook",
-                                  "the assignment folder is a symbolic link: nothing behind it was read")
+                out += _rows_only(
+                    student,
+                    a,
+                    course,
+                    "invalid-notebook",
+                    "the assignment folder is a symbolic link: nothing behind it was read",
+                )
                 continue
             if not a_is_dir:
                 continue
@@ -416,8 +470,11 @@ def find_submissions(folder: Path, course: Course, warn=print) -> list[Submissio
                     except Exception as exc:  # noqa: BLE001 - any unreadable notebook is that student's row
                         sub.nb, sub.items, sub.layout = None, [], []
                         sub.status = "invalid-notebook"
-                        sub.message = str(exc) if isinstance(exc, ValueError) else \
-                            f"the notebook cannot be read: {type(exc).__name__}"
+                        sub.message = (
+                            str(exc)
+                            if isinstance(exc, ValueError)
+                            else f"the notebook cannot be read: {type(exc).__name__}"
+                        )
                     else:
                         sub.files = files
                 out.append(sub)
@@ -425,5 +482,7 @@ def find_submissions(folder: Path, course: Course, warn=print) -> list[Submissio
 
 
 def _rows_only(student, assignment, course, status, message):
-    return [Submission(student, assignment, source.name, None, source, status=status, message=message)
-            for source in course.notebooks(assignment)]
+    return [
+        Submission(student, assignment, source.name, None, source, status=status, message=message)
+        for source in course.notebooks(assignment)
+    ]

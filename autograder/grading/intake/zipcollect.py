@@ -16,6 +16,7 @@ followed if it is a link. Exit status: 0 when every zip was imported, 1 when one
 Use it instead of ``unzip -o`` at the course root, which follows whatever paths and links a
 zip contains.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,7 +88,9 @@ def check_zip(path: Path, course) -> tuple[str, str, dict]:
                 raise Refused(f"{name!r}: no assignment {a!r} in this course")
             allowed = {f"{nb.name}.ipynb" for nb in course.notebooks(a)} | {"timestamp.txt"}
             if f not in allowed:
-                raise Refused(f"{name!r}: not a notebook of {a} (expected {', '.join(sorted(allowed))})")
+                raise Refused(
+                    f"{name!r}: not a notebook of {a} (expected {', '.join(sorted(allowed))})"
+                )
             limit = MAX_TIMESTAMP if f == "timestamp.txt" else MAX_ENTRY
             if info.file_size > limit:
                 raise Refused(f"{name!r}: {info.file_size} bytes (limit {limit})")
@@ -158,13 +161,20 @@ def collect(zips, course_root: Path, out=print, err=None) -> int:
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser("collect", help="import zips made by `autograder submit` into the course's submitted/",
-                              description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 1)[1],
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "collect",
+        help="import zips made by `autograder submit` into the course's submitted/",
+        description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("zips", nargs="+", type=Path, help="zip files made by `autograder submit`")
-    p.add_argument("--course", type=Path, default=None,
-                   help="nbgrader course folder (default: the current folder); notebooks go to its "
-                        "CourseDirectory.submitted_directory")
+    p.add_argument(
+        "--course",
+        type=Path,
+        default=None,
+        help="nbgrader course folder (default: the current folder); notebooks go to its "
+        "CourseDirectory.submitted_directory",
+    )
     p.set_defaults(func=_main)
     return p
 

@@ -8,6 +8,7 @@ the grader only ever keeps the message of the exception a test raised.
 The page is a Jinja2 template with autoescape on: every text reaches it as data and is
 escaped there, once; the template renders the report's rows (never a notebook's cells).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,7 +42,9 @@ PAGE = """\
 <td><pre>{{ r.message }}</pre></td></tr>
 {% endfor %}</tbody></table></body></html>"""
 
-_env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
+_env = jinja2.Environment(
+    autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=False
+)
 _env.filters["g"] = lambda x: f"{x:g}"
 _page = _env.from_string(PAGE)
 
@@ -58,24 +61,38 @@ def _cell_notes(sub, result) -> list[str]:
                 text += f": {c['error'].splitlines()[0][:300]}"
             notes.append(text)
     if result.get("restored"):
-        notes.append("Your notebook replaced " + ", ".join(result["restored"][:5])
-                     + "; the originals were put back before each test.")
+        notes.append(
+            "Your notebook replaced "
+            + ", ".join(result["restored"][:5])
+            + "; the originals were put back before each test."
+        )
     return notes
 
 
 def _row(r) -> dict:
     """What the template shows of one report row."""
-    return {"cls": "pass" if r.score >= r.max_score else "fail", "grade_id": r.grade_id,
-            "kind": "hidden" if r.hidden else "visible", "score": r.score, "max_score": r.max_score,
-            "status": r.status, "message": r.message if r.score < r.max_score or r.status != "ok" else ""}
+    return {
+        "cls": "pass" if r.score >= r.max_score else "fail",
+        "grade_id": r.grade_id,
+        "kind": "hidden" if r.hidden else "visible",
+        "score": r.score,
+        "max_score": r.max_score,
+        "status": r.status,
+        "message": r.message if r.score < r.max_score or r.status != "ok" else "",
+    }
 
 
 def render(sub, rows, result=None) -> str:
     return _page.render(
-        title=f"{sub.assignment} / {sub.notebook} \u2014 {sub.student}", style=STYLE,
-        total=sum(r.score for r in rows), maximum=sum(r.max_score for r in rows),
-        status=STATUSES.get(sub.status, sub.status) if sub.status else "", status_message=sub.message,
-        notes=_cell_notes(sub, result), rows=[_row(r) for r in rows])
+        title=f"{sub.assignment} / {sub.notebook} \u2014 {sub.student}",
+        style=STYLE,
+        total=sum(r.score for r in rows),
+        maximum=sum(r.max_score for r in rows),
+        status=STATUSES.get(sub.status, sub.status) if sub.status else "",
+        status_message=sub.message,
+        notes=_cell_notes(sub, result),
+        rows=[_row(r) for r in rows],
+    )
 
 
 def write(out: Path, sub, rows, result=None) -> Path:

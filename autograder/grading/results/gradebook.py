@@ -7,6 +7,7 @@ each graded cell, and ``autograded/<student>/<assignment>/<notebook>.ipynb`` is 
 formgrader: the student's notebook with each test cell replaced by the instructor's (deleted
 ones put back), the output each cell produced while grading, and each test's result.
 """
+
 from __future__ import annotations
 
 import copy
@@ -42,8 +43,13 @@ class GradebookWriter:
         from nbgrader.preprocessors import SaveCells
 
         self.gb.update_or_create_assignment(source_nb.assignment)
-        resources = {"nbgrader": {"db_url": self.db_url, "assignment": source_nb.assignment,
-                                  "notebook": source_nb.name}}
+        resources = {
+            "nbgrader": {
+                "db_url": self.db_url,
+                "assignment": source_nb.assignment,
+                "notebook": source_nb.name,
+            }
+        }
         nb = copy.deepcopy(source_nb.nb)
         pre = SaveCells()
         pre.preprocess(nb, resources)
@@ -71,9 +77,14 @@ class GradebookWriter:
         except MissingEntry:
             gb.add_submission(sub.assignment, sub.student)
         # one query for the notebook's grades (nbgrader's find_grade is one query per cell)
-        grades = {g.name: g for g in gb.find_submission_notebook(sub.notebook, sub.assignment, sub.student).grades}
+        grades = {
+            g.name: g
+            for g in gb.find_submission_notebook(sub.notebook, sub.assignment, sub.student).grades
+        }
         for row in rows:
-            grade = grades.get(row.grade_id) or gb.find_grade(row.grade_id, sub.notebook, sub.assignment, sub.student)
+            grade = grades.get(row.grade_id) or gb.find_grade(
+                row.grade_id, sub.notebook, sub.assignment, sub.student
+            )
             grade.auto_score = float(row.score)
             grade.needs_manual_grade = False
         gb.db.commit()
@@ -98,14 +109,23 @@ def autograded_notebook(sub, rows, result):
             c = cells_out.get(k, {})
             cell.outputs = [_stream(c["output"])] if c.get("output") else []
             if c.get("error"):
-                cell.outputs.append(nbformat.v4.new_output("error", ename=c["error"].split(":")[0],
-                                                           evalue=c["error"], traceback=[c["error"]]))
+                cell.outputs.append(
+                    nbformat.v4.new_output(
+                        "error",
+                        ename=c["error"].split(":")[0],
+                        evalue=c["error"],
+                        traceback=[c["error"]],
+                    )
+                )
             cell.execution_count = None
             cells.append(cell)
         elif kind in ("test", "inserted"):
             test = sub.source.tests[k]
-            src_cell = next(c for c in sub.source.nb.cells
-                            if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == test.grade_id)
+            src_cell = next(
+                c
+                for c in sub.source.nb.cells
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == test.grade_id
+            )
             cell = copy.deepcopy(src_cell)
             cell.outputs = []
             t = tests_out[k] if k < len(tests_out) else {}
@@ -113,9 +133,14 @@ def autograded_notebook(sub, rows, result):
                 cell.outputs.append(_stream(t["output"]))
             row = by_test.get(test.grade_id)
             if row is not None and row.score < row.max_score:
-                cell.outputs.append(nbformat.v4.new_output(
-                    "error", ename=row.status, evalue=row.message or row.status,
-                    traceback=[f"{row.status}: {row.message}"]))
+                cell.outputs.append(
+                    nbformat.v4.new_output(
+                        "error",
+                        ename=row.status,
+                        evalue=row.message or row.status,
+                        traceback=[f"{row.status}: {row.message}"],
+                    )
+                )
             cell.execution_count = None
             cells.append(cell)
         else:
@@ -135,7 +160,9 @@ def _not_run(cell, source):
     meta = cell.get("metadata", {}).get("nbgrader")
     if isinstance(meta, dict):
         gid = meta.get("grade_id")
-        if gid in {t.grade_id for t in source.tests} or (meta.get("grade") and gid not in source.order):
+        if gid in {t.grade_id for t in source.tests} or (
+            meta.get("grade") and gid not in source.order
+        ):
             cell.metadata.pop("nbgrader", None)
     return cell
 

@@ -13,6 +13,7 @@ The status of a row says why its score is what it is (:data:`autograder.grading.
   status, so the instructor sees why; a test never reached because the student process died
   gets the reason it died.
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,7 +26,10 @@ from autograder.grading.status import LIMITS, MESSAGE, OF_CELL
 
 FIELDS = ["student", "assignment", "notebook", "grade_id", "score", "max_score", "status"]
 
-GRADED = ("ok", "in-kernel")  # a test that ran to its end (in the judge, or in one kernel: calibrate.py)
+GRADED = (
+    "ok",
+    "in-kernel",
+)  # a test that ran to its end (in the judge, or in one kernel: calibrate.py)
 
 
 @dataclass
@@ -42,8 +46,12 @@ class Row:
 
     def csv(self) -> dict:
         return {
-            "student": self.student, "assignment": self.assignment, "notebook": self.notebook,
-            "grade_id": self.grade_id, "score": _num(self.score), "max_score": _num(self.max_score),
+            "student": self.student,
+            "assignment": self.assignment,
+            "notebook": self.notebook,
+            "grade_id": self.grade_id,
+            "score": _num(self.score),
+            "max_score": _num(self.max_score),
             "status": self.status,
         }
 
@@ -87,7 +95,10 @@ def rows_for(sub, result=None, error=None) -> list[Row]:
         if sub.status:
             row.status, row.message = sub.status, sub.message
         elif error is not None or result is None:
-            row.status, row.message = "grader-error", "the grader failed on this notebook; see the log"
+            row.status, row.message = (
+                "grader-error",
+                "the grader failed on this notebook; see the log",
+            )
         else:
             _score(row, test, k, sub, result)
         rows.append(row)
@@ -164,8 +175,15 @@ def review_lines(rows) -> list[str]:
 def progress(total: int, enabled=True):
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="notebook", desc="grading", file=sys.stderr, disable=not enabled,
-                dynamic_ncols=True, mininterval=0.5)
+    return tqdm(
+        total=total,
+        unit="notebook",
+        desc="grading",
+        file=sys.stderr,
+        disable=not enabled,
+        dynamic_ncols=True,
+        mininterval=0.5,
+    )
 
 
 def summary(rows, seconds: float, jobs_text: str) -> str:
@@ -176,15 +194,23 @@ def summary(rows, seconds: float, jobs_text: str) -> str:
         by_notebook[key] = (s + r.score, m + r.max_score)
     statuses = Counter(r.status for r in rows)
     n = len(by_notebook)
-    lines = [f"graded {n} notebook{'s' if n != 1 else ''} "
-             f"({len({k[0] for k in by_notebook})} students) in {seconds:.1f} s{jobs_text}"]
+    lines = [
+        f"graded {n} notebook{'s' if n != 1 else ''} "
+        f"({len({k[0] for k in by_notebook})} students) in {seconds:.1f} s{jobs_text}"
+    ]
     if n:
         mean = sum(s for s, _ in by_notebook.values()) / n
         mean_max = sum(m for _, m in by_notebook.values()) / n
         pct = f" ({100 * mean / mean_max:.0f}%)" if mean_max else ""
-        lines.append(f"mean score {mean:.2f} / {mean_max:.2f}{pct}; {seconds / n:.2f} s per notebook")
-    lines.append("test cells by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
-    flagged = sorted({(r.student, r.assignment, r.notebook, r.status) for r in rows if r.status not in GRADED})
+        lines.append(
+            f"mean score {mean:.2f} / {mean_max:.2f}{pct}; {seconds / n:.2f} s per notebook"
+        )
+    lines.append(
+        "test cells by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+    )
+    flagged = sorted(
+        {(r.student, r.assignment, r.notebook, r.status) for r in rows if r.status not in GRADED}
+    )
     if flagged:
         notebooks: dict = {}
         for s, a, nb, st in flagged:
