@@ -75,7 +75,7 @@ def test_generator_is_seeded_and_every_cell_is_python():
     assert [(c.name, c.cell_idiom, c.students) for c in one] == [
         (c.name, c.cell_idiom, c.students) for c in two
     ]
-    assert {i for c in one for i in c.cell_idiom.values()} == set(fuzz.IDIOMS)
+    assert {i for c in one for i in c.cell_idiom.values()} == set(fuzz.IDIOMS) - fuzz.LONG_RUN_ONLY
     assert all(2 <= len(c.students) <= 4 for c in one)
     for seed in range(30):
         course = fuzz.generate_course("g", seed)
