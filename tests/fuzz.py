@@ -52,30 +52,18 @@ STUDENTS = ("right", "wrong", "partly", "crash")
 
 
 # --------------------------------------------------------------------------- nbgrader cells
-# the same cell shapes as tests/fixtures/courses/make_*.py (schema 3 nbgrader metadata)
-
-
-def meta(gid, *, grade=False, solution=False, locked=False, points=None):
-    m = {
-        "grade": grade,
-        "solution": solution,
-        "locked": locked,
-        "grade_id": gid,
-        "schema_version": 3,
-    }
-    if points is not None:
-        m["points"] = points
-    return {"nbgrader": m}
+# the fixture courses' cell helpers (tests/fixtures/courses/nbgrader_cells.py: schema 3 metadata)
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "courses"))
+import nbgrader_cells  # noqa: E402
+from nbgrader_cells import meta  # noqa: E402
 
 
 def answer_cell(gid, code):
-    return new_code_cell(
-        f"### BEGIN SOLUTION\n{code}\n### END SOLUTION", metadata=meta(gid, solution=True)
-    )
+    return nbgrader_cells.answer(gid, f"### BEGIN SOLUTION\n{code}\n### END SOLUTION")
 
 
 def test_cell(gid, code, points=1):
-    return new_code_cell(code, metadata=meta(gid, grade=True, points=points))
+    return nbgrader_cells.test(gid, points, code)
 
 
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.S)
