@@ -12,6 +12,7 @@ import pickle
 import sys
 
 from autograder.wire import observation
+from autograder.wire.frames import flush_stdio
 
 from .pickler import DELETED, has_state
 from .silence import quiet
@@ -197,7 +198,7 @@ class Server:
             outcome = ("raised", exc)
         finally:
             self._undo_edits(saved)
-        _flush()
+        flush_stdio()
         if self.names_changed is not None:
             try:
                 changed = self.names_changed()
@@ -274,14 +275,6 @@ class _Unpickler(pickle.Unpickler):
         if type(pid) is not tuple or not pid:
             raise pickle.UnpicklingError("not a handle's path")
         return self.server.value(pid)
-
-
-def _flush():
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def _size(fd):

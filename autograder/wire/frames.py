@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import select
 import struct
 import time
@@ -136,3 +137,13 @@ class FrameReader:
             del self.buf[:total]
             frames.append((_header(raw), body))
         return frames
+
+
+def flush_stdio():
+    """Flush sys.stdout and sys.stderr before a frame is written, so a cell's output stays in order
+    with the frames around it; a stream a student replaced or closed is left as it is."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass

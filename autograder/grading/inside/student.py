@@ -35,7 +35,7 @@ import signal
 import sys
 import types
 
-from autograder.wire.frames import FrameReader, ProtocolError, write_frame
+from autograder.wire.frames import FrameReader, ProtocolError, flush_stdio, write_frame
 
 CTL_FD, CMD_FD, REQ_FD, REP_FD, TOK_FD = 3, 4, 5, 6, 7
 MESSAGE_KEEP = 1_500
@@ -172,7 +172,7 @@ def main_line(task, shell, restorer, config, namespace_helper):
                 os._exit(0)
             if exc is not None:
                 error, kind = describe_error(exc)
-            _flush()
+            flush_stdio()
             if in_kernel:
                 outcome["stderr"] = _written(2)
             send(dict(outcome, c=index, e="end", error=error, kind=kind))
@@ -182,7 +182,7 @@ def main_line(task, shell, restorer, config, namespace_helper):
                 ks.append(items[i][1])
                 i += 1
             _tests(ks, shell, restorer, outdir, send, me)
-    _flush()
+    flush_stdio()
     send({"done": True})
     os._exit(0)
 
@@ -569,14 +569,6 @@ def remove_tree(path):
         if home is not None:
             os.fchdir(home)
             os.close(home)
-
-
-def _flush():
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def describe_error(exc):
