@@ -376,11 +376,22 @@ class GradeRun:
         )
 
     def exit_status(self) -> int:
-        if self.errors:
+        """0, 3 or 4 (the module's docstring): 3 whenever any row says ``grader-error``, whether the
+        whole notebook failed (a logged error) or one test did (the judge, a reply it could not use)."""
+        failed: dict = {}
+        for r in self.rows:
+            if r.status == "grader-error":
+                failed.setdefault(f"{r.student}/{r.assignment}/{r.notebook}", []).append(r.grade_id)
+        logged = dict(self.errors)
+        if logged or failed:
             for key, error in self.errors:
                 print(f"grader error on {key}:\n{error[-2000:]}", file=sys.stderr)
+            for key, ids in sorted(failed.items()):
+                if key not in logged:
+                    print(f"grader error on {key}: {', '.join(ids)}", file=sys.stderr)
             print(
-                f"autograder grade: the grader failed on {len(self.errors)} notebook(s) (status grader-error)",
+                f"autograder grade: the grader failed on {len(set(failed) | set(logged))} "
+                "notebook(s) (status grader-error)",
                 file=sys.stderr,
             )
             return 3

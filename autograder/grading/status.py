@@ -38,6 +38,19 @@ class Status(enum.StrEnum):
         """The row's message when the test itself left none (None: the status needs none)."""
         return MESSAGE.get(self)
 
+    @classmethod
+    def of(cls, text) -> "Status":
+        """The row status for what a verdict or a process reported (this file is the one place a
+        row's status comes from): a status of the table as it is, a known alias as its status
+        (:data:`ALIASES`), and anything else ``grader-error`` - an unknown word is the grader's
+        failure to say why, never a status the README does not list."""
+        if isinstance(text, str):
+            if text in cls._value2member_map_:
+                return cls(text)
+            if text in ALIASES:
+                return ALIASES[text]
+        return cls.GRADER_ERROR
+
 
 MEANING = {
     Status.OK: "the test ran; the score is its result (full points, nbgrader's partial credit, or 0 "
@@ -69,6 +82,15 @@ MESSAGE = {
     Status.OUTPUT_LIMIT: "the student's code wrote more output than the limit",
     Status.TAMPERED: "the student's process sent an answer that cannot be genuine",
     Status.GRADER_ERROR: "the grader failed on this test",
+}
+
+# words a verdict or a process may carry that are not row statuses, and the status each becomes:
+# a reply the student's process could not encode (a value the observation format cannot carry)
+# is the grader's limitation, never the student's fault
+ALIASES = {
+    "observation-error": Status.GRADER_ERROR,
+    "no-process": Status.KERNEL_DIED,
+    "died": Status.KERNEL_DIED,
 }
 
 # a code cell that hit a limit in the student's process -> the status of the tests after it

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.grading.status import LIMITS, MESSAGE, OF_CELL
+from autograder.grading.status import LIMITS, MESSAGE, OF_CELL, Status
 
 FIELDS = ["student", "assignment", "notebook", "grade_id", "score", "max_score", "status"]
 
@@ -118,9 +118,9 @@ def _score(row, test, k, sub, result):
             "output-limit": "not run: the notebook wrote too much output before this test",
         }.get(row.status, "not run")
         return
-    if status:  # the test could not count: why
-        row.status = status
-        row.message = r.get("message") or MESSAGE.get(status, status)
+    if status:  # the test could not count: why (a status of the table, never another word)
+        row.status = Status.of(status).value
+        row.message = r.get("message") or MESSAGE.get(row.status, str(status))
         return
     if r.get("passed"):
         partial = r.get("partial")
