@@ -52,7 +52,12 @@ EXPECTED = {
     for k, v in json.loads((GRADING / "expected.json").read_text()).items()
     if not k.startswith("_")
 }
-HOSTILE = {k: v for k, v in EXPECTED.items() if "sequence" not in v and not v.get("honest")}
+# ("module": graded by that test module, with the measurements its class needs)
+HOSTILE = {
+    k: v
+    for k, v in EXPECTED.items()
+    if "sequence" not in v and not v.get("honest") and "module" not in v
+}
 SEQUENCE = sorted(
     (k for k, v in EXPECTED.items() if "sequence" in v), key=lambda k: EXPECTED[k]["sequence"]
 )

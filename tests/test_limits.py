@@ -2,18 +2,90 @@
 
 * The exit status: any ``grader-error`` row makes ``autograder grade`` exit 3, and a row's status
   is always one of the README's table (:meth:`Status.of`).
+* Item 10: a notebook graded in one kernel whose first answer cell loops: interrupted, and the
+  tests after it run, as under stock - also when the grader was started with SIGINT ignored (in
+  the background: what made it "not repeatable").
+* Item 11: a source test cell with an ``IndentationError``: graded as stock grades it (0 for
+  everyone there), the cause named in calibration.txt - never refused as "not plain Python".
+* Item 12: System V shared memory and message queues a submission makes are bounded while it
+  runs (sysv-shm-hog) and gone when it ends: the host's ``Shmem`` before, during and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
+
+import nbformat
+import pytest
 
 from autograder.grading.command import GradeRun
 from autograder.grading.results.report import Row
 from autograder.grading.status import Status
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+GRADING = Path(__file__).parent / "fixtures" / "grading"
+EXPECTED = json.loads((GRADING / "expected.json").read_text())
+EXERCISE = "01_relu_inplace"
+AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
+BROKEN = "test_modifies_in_place_views"  # the source test cell given an IndentationError (item 11)
+
+
+def grade(*args, ignore_sigint=False):
+    """``autograder grade ARGS --quiet``; ``ignore_sigint``: started as a shell starts a command in
+    the background (SIGINT ignored, inherited by everything it starts)."""
+
+    def background():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    return subprocess.run(
+        [AUTOGRADER, "grade", *map(str, args), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        preexec_fn=background if ignore_sigint else None,
+    )
+
+
+def read_csv(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def shmem_mb() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Shmem:"):
+            return int(line.split()[1]) >> 10
+    raise AssertionError("no Shmem in /proc/meminfo")
+
+
+class Sampler:
+    """The host's Shmem every 50 ms while a grading run goes on: its peak."""
+
+    def __init__(self):
+        self.before = shmem_mb()
+        self.peak = self.before
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, shmem_mb())
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        self.after = shmem_mb()
+        return self
 
 
 # --------------------------------------------------------------------------- exit status
@@ -76,3 +148,157 @@ def test_a_verdict_status_outside_the_table_is_a_grader_error():
     result = {"tests": [{"passed": False, "status": "observation-error", "message": "too big"}]}
     _score(row, test, 0, sub, result)
     assert (row.status, row.score, row.message) == ("grader-error", 0.0, "too big")
+
+
+# --------------------------------------------------------------------------- one grading run
+
+
+@pytest.fixture(scope="module")
+def ex1_run(tmp_path_factory, needs_bubblewrap):
+    """Exercise 1 with one source test cell broken (an IndentationError), graded once in one
+    sandbox (--jobs 1, default limits): the correct answer and, twice, sysv-shm-hog."""
+    from autograder.course import FIXTURE_SUBMISSIONS, TempCourse
+
+    root = tmp_path_factory.mktemp("limits")
+    course = TempCourse(root / "course", [EXERCISE])
+    source = course.root / "solutions" / EXERCISE / f"{EXERCISE}.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == BROKEN]
+    cell.source = "ok = True\n    ok = False  # an unexpected indent\n" + cell.source
+    nbformat.write(nb, source)
+    students = {
+        "correct": FIXTURE_SUBMISSIONS / EXERCISE / "correct-alternative.ipynb",
+        "hog-1": GRADING / "sysv-shm-hog.ipynb",
+        "hog-2": GRADING / "sysv-shm-hog.ipynb",
+    }
+    for student, path in students.items():
+        target = root / "submitted" / student / EXERCISE / f"{EXERCISE}.ipynb"
+        target.parent.mkdir(parents=True)
+        shutil.copy(path, target)
+    shm = Sampler()
+    proc = grade(root / "submitted", "--out", root / "out", "--course", course.root, "--jobs", "1")
+    shm.stop()
+    return {
+        "proc": proc,
+        "rows": read_csv(root / "out" / "grades.csv"),
+        "out": root / "out",
+        "course": course,
+        "shm": shm,
+    }
+
+
+def _outputs(course_root, student):
+    nb = nbformat.read(
+        Path(course_root) / "autograded" / student / EXERCISE / f"{EXERCISE}.ipynb", as_version=4
+    )
+    return "\n".join(
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    )
+
+
+def test_a_test_cell_that_does_not_compile_is_graded_as_stock_grades_it(ex1_run):
+    """Item 11: stock nbgrader runs the cell, it raises IndentationError, every student scores 0
+    there and the rest as usual; the grader says so, with the real cause, and grades."""
+    proc = ex1_run["proc"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "not plain Python" not in proc.stdout + proc.stderr
+    calibration = (ex1_run["out"] / "calibration.txt").read_text()
+    assert f"{BROKEN}: the test cell does not compile (IndentationError: unexpected indent" in (
+        calibration
+    ), calibration
+    assert "judge: the solution gets full marks on all 14 test cells that compile" in calibration
+    rows = {r["grade_id"]: r for r in ex1_run["rows"] if r["student"] == "correct"}
+    assert len(rows) == 15
+    assert {(r["score"], r["status"]) for g, r in rows.items() if g != BROKEN} == {("1", "ok")}
+    assert (rows[BROKEN]["score"], rows[BROKEN]["status"]) == ("0", "ok")
+
+
+def test_judge_cannot_run_names_magics_and_syntax_errors_apart():
+    from types import SimpleNamespace
+
+    from autograder.grading.config import does_not_compile, judge_cannot_run
+
+    def nb(**sources):
+        return SimpleNamespace(
+            tests=[SimpleNamespace(grade_id=g, source=s) for g, s in sources.items()]
+        )
+
+    source = nb(magic="%time x = 1\nassert x == 1", bang="!ls", broken="x = 1\n  y = 2", ok="x = 1")
+    assert set(does_not_compile(source)) == {"broken"}
+    assert does_not_compile(source)["broken"].startswith("IndentationError: unexpected indent")
+    why = judge_cannot_run(source)
+    assert set(why) == {"magic", "bang"} and "IPython syntax" in why["magic"]
+
+
+def test_ipc_objects_are_bounded_while_a_submission_runs_and_gone_after(ex1_run):
+    """Item 12: each submission's System V shared memory holds at most a quarter of its memory
+    limit (512 MB of the default 2G), 32 message queues, in an IPC namespace that ends with it:
+    two hogs one after the other in one sandbox, and the host's Shmem back where it was. The
+    submission sees no /proc, and not the sandbox's (the zygote's) procfs either."""
+    spec = EXPECTED["sysv-shm-hog"]
+    rows = [r for r in ex1_run["rows"] if r["student"].startswith("hog-")]
+    assert len(rows) == 30
+    assert {(r["score"], r["status"]) for r in rows if r["grade_id"] != BROKEN} == {("1", "ok")}
+    for student in ("hog-1", "hog-2"):
+        out = _outputs(ex1_run["course"].root, student)
+        assert spec["output"] in out, out
+        assert "sysv-shm-hog sees /proc: False sandbox procfs: []" in out, out
+    shm = ex1_run["shm"]
+    print(f"host Shmem: before {shm.before} MB, peak {shm.peak} MB, after {shm.after} MB")
+    assert shm.peak - shm.before < 900, vars(
+        shm
+    )  # one 512 MB hog at a time (others share the host)
+    assert shm.after - shm.before < 128, vars(shm)  # (v3: 4 GB held until the sandbox ended)
+
+
+# --------------------------------------------------------------------------- item 10
+
+
+@pytest.fixture(scope="module")
+def loop_first(tmp_path_factory, needs_bubblewrap):
+    """The fuzzer's inkernel_loop_first course (a test reads globals(): graded in one kernel; the
+    `crash` student's first answer loops forever), graded with SIGINT ignored by the grader's
+    parent - as a shell starts a command in the background."""
+    import fuzz
+
+    root = tmp_path_factory.mktemp("loopfirst")
+    course = fuzz.generate_course(
+        "lf", 7, idioms=["inkernel_loop_first"], students=["right", "crash"]
+    )
+    fuzz.write_course(course, root)
+    start = time.monotonic()
+    proc = grade(
+        root / "submitted",
+        "--out",
+        root / "out",
+        "--course",
+        root,
+        "--jobs",
+        "1",
+        "--timeout",
+        "3",
+        "--no-gradebook",
+        ignore_sigint=True,
+    )
+    return {
+        "proc": proc,
+        "rows": read_csv(root / "out" / "grades.csv"),
+        "seconds": time.monotonic() - start,
+    }
+
+
+def test_a_looping_first_cell_in_one_kernel_is_interrupted_and_the_notebook_goes_on(loop_first):
+    """Item 10: stock interrupts the looping cell and runs the rest: the first test fails (its
+    answer never got defined), the two after it pass. Deterministic: the zygote sets its own
+    SIGINT handler (the grader's parent had SIGINT ignored)."""
+    proc = loop_first["proc"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = {(r["student"], r["grade_id"]): (r["score"], r["status"]) for r in loop_first["rows"]}
+    assert got == {
+        ("right", "u0_t1"): ("1", "in-kernel"),
+        ("right", "u0_t2"): ("1", "in-kernel"),
+        ("right", "u0_t3"): ("1", "in-kernel"),
+        ("crash", "u0_t1"): ("0", "timeout"),  # the cell before it ran past the limit
+        ("crash", "u0_t2"): ("1", "in-kernel"),
+        ("crash", "u0_t3"): ("1", "in-kernel"),
+    }, got

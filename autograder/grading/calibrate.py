@@ -47,11 +47,23 @@ class NotebookMode:
     problems: list = field(
         default_factory=list
     )  # why the notebook cannot be graded in one kernel either
+    broken: dict = field(default_factory=dict)  # grade_id -> why no kernel runs it (0 for all)
 
     def lines(self) -> list[str]:
         head = f"{self.assignment}/{self.notebook}: "
+        # a test cell no kernel runs scores 0 for every student, as under stock nbgrader
+        broken = [
+            f"  {gid}: the test cell does not compile ({why}): it fails for every student, the "
+            "solution too, as under stock nbgrader"
+            for gid, why in self.broken.items()
+        ]
         if self.mode == JUDGE:
-            return [head + f"judge: the solution gets full marks on all {self.n_tests} test cells"]
+            n = self.n_tests - len(self.broken)
+            return [
+                head
+                + f"judge: the solution gets full marks on all {n} test cells"
+                + (" that compile" if broken else "")
+            ] + broken
         if self.mode == KERNEL:
             out = [
                 head
@@ -64,7 +76,7 @@ class NotebookMode:
         if self.problems:
             out.append("  and in one kernel the solution does not get full marks either:")
             out += [f"  {p}" for p in self.problems]
-        return out
+        return out + broken
 
 
 def source_submission(source_nb):
@@ -234,7 +246,7 @@ class Calibration:
     def calibrate(self, assignments, run, limits, imports) -> "Calibration":
         """Grade every source notebook of ``assignments``; ``run(tasks, on_result)`` grades tasks
         (the pool that grades the class)."""
-        from autograder.grading.config import judge_cannot_run
+        from autograder.grading.config import does_not_compile, judge_cannot_run
 
         started = time.monotonic()
         # calibration asks "does the judge grade the solution right?", not "is it fast enough?": a tight
@@ -246,7 +258,13 @@ class Calibration:
         first = []
         for a in assignments:
             for nb in self.course.notebooks(a):
-                m = NotebookMode(a, nb.name, len(nb.tests), reasons=judge_cannot_run(nb))
+                m = NotebookMode(
+                    a,
+                    nb.name,
+                    len(nb.tests),
+                    reasons=judge_cannot_run(nb),
+                    broken=does_not_compile(nb),
+                )
                 self.modes[(a, nb.name)] = m
                 if not nb.tests:
                     continue
@@ -256,7 +274,7 @@ class Calibration:
         again = []
         for sub, rows in self._grade(first, run, limits, imports):
             m = self.modes[(sub.assignment, sub.notebook)]
-            bad = [r for r in rows if r.status not in ("ok", KERNEL) or r.score < r.max_score]
+            bad = _bad(rows, m)
             if not bad:
                 continue
             if m.mode == JUDGE:
@@ -271,9 +289,9 @@ class Calibration:
                     [f"{r.grade_id}: the solution " + _why(r, "") for r in bad],
                 )
         for sub, rows in self._grade(again, run, limits, imports):
-            bad = [r for r in rows if r.status not in ("ok", KERNEL) or r.score < r.max_score]
+            m = self.modes[(sub.assignment, sub.notebook)]
+            bad = _bad(rows, m)
             if bad:
-                m = self.modes[(sub.assignment, sub.notebook)]
                 m.mode, m.problems = (
                     REFUSED,
                     [f"{r.grade_id}: the solution " + _why(r, "") for r in bad],
@@ -296,6 +314,17 @@ class Calibration:
             result, error = got.get(key, (None, "no result"))
             out.append((sub, self.rows_for(sub, self.result(sub, result), error)))
         return out
+
+
+def _bad(rows, mode: NotebookMode) -> list:
+    """The rows where the solution does not get what stock nbgrader gives it: full marks, status
+    ``ok`` or ``in-kernel``, save a test cell that does not compile (0 there, as under stock)."""
+    return [
+        r
+        for r in rows
+        if r.grade_id not in mode.broken
+        and (r.status not in ("ok", KERNEL) or r.score < r.max_score)
+    ]
 
 
 def _why(row, where) -> str:

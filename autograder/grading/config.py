@@ -142,12 +142,15 @@ def judge_cannot_run(source_nb) -> dict[str, str]:
     """``{grade_id: why}``: test cells the judge cannot run as one kernel would (they talk to the
     kernel or to the notebook's namespace); :mod:`.calibrate` grades their notebook in one kernel."""
     problems = {}
+    broken = does_not_compile(source_nb)
     for test in source_nb.tests:
+        if test.grade_id in broken:
+            continue  # no kernel runs it: it fails for every student, in the judge as under stock
         try:
             tree = ast.parse(test.source)
         except SyntaxError:
             problems[test.grade_id] = (
-                "it is not plain Python (IPython magics %, %% or ! commands?): the judge "
+                "it uses IPython syntax (magics %, %% or ! commands): the judge "
                 "runs test cells as Python, outside a Jupyter kernel"
             )
             continue
@@ -165,3 +168,28 @@ def judge_cannot_run(source_nb) -> dict[str, str]:
                 )
                 break
     return problems
+
+
+def does_not_compile(source_nb) -> dict[str, str]:
+    """``{grade_id: the error}``: test cells that are not valid even as IPython input (an
+    ``IndentationError``, a ``SyntaxError`` after IPython's transformations). Stock nbgrader runs
+    them, they raise, and every student, the instructor's solution included, scores 0 there: so
+    does this grader (the judge reports the error), and calibration expects it."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    out = {}
+    for test in source_nb.tests:
+        try:
+            ast.parse(test.source)
+            continue
+        except (SyntaxError, ValueError):
+            pass
+        try:
+            ast.parse(TransformerManager().transform_cell(test.source))
+        except (SyntaxError, ValueError) as exc:
+            where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+            msg = getattr(exc, "msg", None) or str(exc)
+            out[test.grade_id] = f"{type(exc).__name__}: {msg}{where}"
+        except Exception:  # noqa: BLE001 - IPython's transformer failed: treated as IPython syntax
+            pass
+    return out

@@ -57,6 +57,7 @@ class LimitsFrame(TypedDict, total=False):
     address_space: (
         int | None
     )  # RLIMIT_AS (the zygote's warm size + the memory limit), set by the supervisor
+    memory: int | None  # the memory limit itself: what the submission's IPC objects may hold
 
 
 @dataclass(frozen=True)

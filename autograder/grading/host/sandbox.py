@@ -104,6 +104,7 @@ def sandbox_tmp() -> str:
 
 
 SHM_SIZE = 64 << 20
+PROC = "/.sandbox-proc"  # where bubblewrap mounts a procfs that the zygote takes, then unmounts
 
 
 def bwrap_command(
@@ -153,6 +154,9 @@ def bwrap_command(
         "/sys/devices/system/cpu",
         "/sys/devices/system/cpu",
     ]
+    # the sandbox's procfs, for the zygote alone: it keeps a descriptor of it and unmounts it
+    # before any submission runs (it bounds each submission's IPC namespace through it)
+    cmd += ["--proc", PROC]
     for root in runtime_roots():
         if not root.startswith("/usr/"):
             cmd += ["--ro-bind", root, root]

@@ -33,6 +33,7 @@ from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_fra
 from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
 from autograder.grading.status import CALL_TEXT
 from autograder.grading.host.sandbox import (
+    PROC,
     WorkerFailure,
     _children,
     _vm_size,
@@ -143,6 +144,7 @@ class Supervisor:
                 "outdir": f"{tmp}/out",
                 "home": f"{tmp}/home",
                 "tmp": tmp,
+                "proc": PROC,
             }
             env = cwd = None
         else:
@@ -301,7 +303,9 @@ class _NotebookRun:
         self.z = sup.zygote
         self.judge = _JudgeRun(sup, task)
         self.task = task
-        self.limits: LimitsFrame = dict(task["limits"], address_space=sup.address_space)  # type: ignore[assignment]
+        self.limits: LimitsFrame = dict(  # type: ignore[assignment]
+            task["limits"], address_space=sup.address_space, memory=sup.options.memory_limit
+        )
         self.timeout = float(self.limits["timeout"])
         self.start = time.monotonic()
         self.wall = self.start + float(self.limits["wall"])

@@ -50,9 +50,11 @@ PROTO_IN, PROTO_OUT = 1021, 1022
 OUTPUT_KEEP = 20_000  # characters of a cell's output kept
 NOTEBOOK_OUTPUT_KEEP = 200_000  # characters of output kept for all cells of a notebook together
 MAX_REPLY = 100 << 20
+SHM_SHARE = 4  # System V shared memory a submission may hold: this fraction of its memory limit
 
 
 def main():
+    _own_signals()
     os.dup2(0, PROTO_IN)
     os.dup2(1, PROTO_OUT)
     os.closerange(3, PROTO_IN)
@@ -64,6 +66,7 @@ def main():
         os.set_inheritable(fd, False)
     config, _ = read_frame(PROTO_IN)
     namespace = Namespace(config.get("sandboxed", True))
+    namespace.take_proc(config.get("proc"))
     shell = warm_up(config)
     restorer = student.Restorer()
     import gc
@@ -108,6 +111,16 @@ def main():
                 os._exit(1)
         elif blen:
             os._exit(1)  # nothing else carries a body between submissions
+
+
+def _own_signals():
+    """SIGINT interrupts a cell (the cell clock's interrupt, as Jupyter's): whatever the grader was
+    started with. A process started in the background by a shell (``cmd &``), by nohup or by some
+    CI runners inherits SIGINT *ignored*, and Python then installs no handler: every looping cell
+    ran on to the notebook's end (issue 26 item 10, "not repeatable"). The zygote sets the handler
+    and unblocks the signals it relies on, so every student process it forks has them."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD})
 
 
 # --------------------------------------------------------------------------- warm-up
@@ -228,6 +241,8 @@ class Namespace:
 
     CLONE_NEWPID = 0x20000000
     CLONE_NEWIPC = 0x08000000
+    CLONE_NEWNS = 0x00020000
+    MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
     PR_CAPBSET_DROP = 24
     PR_SET_NO_NEW_PRIVS = 38
     CAP_VERSION_3 = 0x20080522
@@ -245,6 +260,10 @@ class Namespace:
             libc.capset,
             libc.capget,
         )
+        self.mount = libc.mount
+        self.proc = None  # the sandbox's procfs, as a descriptor (take_proc)
+        self.proc_path = ""
+        self.ipc_bounded = False
 
         class Header(ctypes.Structure):
             _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
@@ -258,13 +277,78 @@ class Namespace:
 
         self.Header, self.Data = Header, Data
 
-    def new_pid_namespace(self) -> bool:
-        """A pid namespace for the submission's processes, and an IPC namespace of its own (System V
+    def take_proc(self, path) -> None:
+        """The sandbox's procfs, which bubblewrap mounted at ``path`` for the zygote alone: kept as
+        a descriptor, through which :meth:`bound_ipc` writes each submission's IPC limits. No
+        submission ever reaches it (:meth:`new_pid_namespace` covers it)."""
+        if path:
+            try:
+                self.proc = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                self.proc_path = path
+            except OSError as exc:
+                print(f"no procfs at {path}: {exc!r}", file=sys.stderr)
+
+    def new_pid_namespace(self, memory=None) -> bool:
+        """A pid namespace for the submission's processes, an IPC namespace of its own (System V
         shared memory, semaphores and message queues die with the submission: nothing passes to the
-        next one, and no memory stays held)."""
+        next one, and no memory stays held), bounded while it runs (:meth:`bound_ipc`), and a mount
+        namespace of its own where the sandbox's procfs is covered by an empty, read-only tmpfs
+        (the submission has no /proc: not the zygote's memory, environment or limits)."""
         if self.unshare(self.CLONE_NEWIPC) != 0 and self.sandboxed:
             os._exit(72)  # never run a submission in the IPC namespace of the one before
+        self.ipc_bounded = self.bound_ipc(memory)
+        if self.proc is not None:  # the submission's processes never hold it, nor see it
+            os.close(self.proc)
+            self.proc = None
+            covered = self.unshare(self.CLONE_NEWNS) == 0 and (
+                self.mount(
+                    b"none",
+                    os.fsencode(self.proc_path),
+                    b"tmpfs",
+                    self.MS_RDONLY | self.MS_NOSUID | self.MS_NODEV | self.MS_NOEXEC,
+                    b"size=4k,mode=555",
+                )
+                == 0
+            )
+            if not covered:
+                os._exit(73)  # never run a submission with the sandbox's procfs in its reach
         return self.unshare(self.CLONE_NEWPID) == 0
+
+    def bound_ipc(self, memory) -> bool:
+        """The kernel's own limits on the IPC objects of this (new) IPC namespace, written through
+        the sandbox's procfs: System V shared memory holds at most a quarter of the memory limit
+        in all (a segment detached is no longer in the address space that RLIMIT_AS bounds, but
+        its pages stay in the host's RAM until the namespace ends), in at most 256 segments;
+        a few message queues and
+        semaphore sets, each of the kernel's default size; 32 POSIX message queues (their bytes
+        are RLIMIT_MSGQUEUE's). True when every limit is in force."""
+        if self.proc is None:
+            return False
+        page = os.sysconf("SC_PAGE_SIZE")
+        shm = int(memory) // SHM_SHARE if memory else None
+        limits = {
+            "sys/kernel/shmmni": "256",
+            "sys/kernel/msgmni": "32",
+            "sys/kernel/msgmnb": "16384",
+            "sys/kernel/sem": "250 8192 32 128",
+            "sys/fs/mqueue/queues_max": "32",
+        }
+        if shm is not None:
+            limits.update(
+                {"sys/kernel/shmmax": str(shm), "sys/kernel/shmall": str(-(-shm // page))}
+            )
+        ok = True
+        for name, value in limits.items():
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=self.proc)
+                try:
+                    os.write(fd, value.encode())
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                print(f"IPC limit {name}: {exc!r}", file=sys.stderr)
+                ok = False
+        return ok
 
     def drop_privileges(self) -> bool:
         """No capabilities, no way back (no_new_privs); True when none is left."""
@@ -307,7 +391,7 @@ def grade(task, shell, restorer, namespace, config):
         code = 70
         try:
             os.close(info_r)
-            isolated = namespace.new_pid_namespace()
+            isolated = namespace.new_pid_namespace(limits.get("memory"))
             pid = os.fork()
             if pid == 0:
                 try:
