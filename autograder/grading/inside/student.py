@@ -140,10 +140,12 @@ def main_line(task, shell, restorer, config, namespace_helper):
     def send(msg):
         os.write(CTL_FD, json.dumps(msg).encode() + b"\n")
 
+    signal.signal(signal.SIGINT, _on_sigint)
     items = task["items"]
     i = 0
     while i < len(items):
         item = items[i]
+        _go()
         if item[0] == "cell":
             i += 1
             index, source = item[1], item[2]
@@ -155,12 +157,15 @@ def main_line(task, shell, restorer, config, namespace_helper):
                 err = _fresh(os.path.join(outdir, f"cell-{index}.err"), read=True)
                 os.dup2(err, 2)
                 os.close(err)
-            send({"c": index, "e": "start"})
             error = kind = None
             exc = None
             outcome = {}
             try:
-                result = shell.run_cell(source, store_history=False)
+                _IN_CELL[0] = True
+                try:
+                    result = shell.run_cell(source, store_history=False)
+                finally:
+                    _IN_CELL[0] = False
                 exc = result.error_before_exec or result.error_in_exec
                 if in_kernel and exc is None:
                     outcome = kernel_outcome(shell, source, result)
@@ -183,8 +188,34 @@ def main_line(task, shell, restorer, config, namespace_helper):
                 i += 1
             _tests(ks, shell, restorer, outdir, send, me)
     flush_stdio()
+    _go()
     send({"done": True})
     os._exit(0)
+
+
+_IN_CELL = [False]
+
+
+def _on_sigint(signum, frame):
+    """The cell clock's interrupt: a KeyboardInterrupt in the cell running, as Jupyter's; one that
+    arrives between cells (a cell that ended just as its time ran out) is dropped."""
+    if _IN_CELL[0]:
+        raise KeyboardInterrupt
+
+
+def _go():
+    """Wait for the relay's go (``g`` on ``CMD_FD``) before each step of the notebook. The relay
+    starts the step's clock as it sends it, and takes a cell's end as real only while this
+    process waits here (zygote.Waits): no message of this process starts or stops a clock."""
+    while True:
+        try:
+            byte = os.read(CMD_FD, 1)
+        except (KeyboardInterrupt, InterruptedError):
+            continue
+        if byte == b"g":
+            return
+        if not byte:  # the relay is gone
+            os._exit(0)
 
 
 def _tests(ks, shell, restorer, outdir, send, me):

@@ -429,6 +429,7 @@ def grade(task, shell, restorer, namespace, config):
         Pipes(ctl_r, cmd_w, req_r, req_w, rep_r),
         CellClock(task, limits, start),
         OutputMeter(config["outdir"], int(limits["output"])),
+        Waits(namespace.proc, main_pid),
     )
     session.run()
     _kill_all(
@@ -468,6 +469,18 @@ class CellClock:
         self.position = {
             item[1]: p for p, item in enumerate(i for i in task["items"] if i[0] == "cell")
         }
+        # the notebook's steps in order: ("cell", index) and ("tests", [k, ...]) (student.main_line)
+        self.plan = []
+        for item in task["items"]:
+            if item[0] == "cell":
+                self.plan.append(("cell", item[1]))
+            elif self.plan and self.plan[-1][0] == "tests":
+                self.plan[-1][1].append(item[1])
+            else:
+                self.plan.append(("tests", [item[1]]))
+        self.step = -1  # the plan's step the relay last let the student process go on to
+        self.expect = None  # ("tests", ks) / ("done",): what the process must say next, and by when
+        self.expect_by = None
         self.timeout = float(limits["timeout"])
         self.wall = start + float(limits["wall"])
         self.grace = self.GRACE
@@ -486,13 +499,29 @@ class CellClock:
                 deadline = min(deadline, self.interrupted + self.grace)
             else:
                 deadline = min(deadline, self.since + self.timeout)
+        if self.expect_by is not None:
+            deadline = min(deadline, self.expect_by)
         return deadline
 
+    def go(self, now):
+        """The relay lets the student process go on to the plan's next step (it sends ``g``): a cell
+        starts now, on the host's clock; tests or the notebook's end must be reported within a
+        cell's time limit. Returns the step, or None past the end."""
+        self.step += 1
+        self.expect = self.expect_by = None
+        if self.step < len(self.plan):
+            kind, what = self.plan[self.step]
+            if kind == "cell":
+                self.start(what, now)
+            else:
+                self.expect, self.expect_by = ("tests", what), now + self.timeout
+            return self.plan[self.step]
+        self.expect, self.expect_by = ("done",), now + self.timeout
+        return None
+
     def start(self, c, now) -> bool:
-        """Cell ``c`` starts; False when that cannot be a real start (the notebook is garbled)."""
+        """Cell ``c`` starts (:meth:`go`: the relay's decision, never the student process's word)."""
         if self.current is not None or self.position.get(c, -1) <= self.last_started:
-            # what a running cell wrote to look like a new cell (a "progress frame"): its
-            # time limit is not extended, and the notebook is flagged
             return False
         self.current, self.since, self.interrupted = c, now, None
         self.last_started = self.position.get(c, -1)
@@ -666,13 +695,56 @@ class Relay:
         self.reset()
 
 
+class Waits:
+    """Whether the student's main line is waiting for the relay's go - blocked in ``read`` on
+    ``student.CMD_FD`` - seen from outside the process, in ``/proc/PID/syscall`` of the sandbox's
+    procfs (which only the zygote and the relay hold). A cell's end counts only then: a message
+    saying so is the student process's word, which code running in it can write at any time; a
+    process blocked in that read is not running that code. Without the procfs (``--no-sandbox``)
+    or on an architecture not listed, the message alone counts."""
+
+    READ = {"x86_64": 0, "aarch64": 63, "arm64": 63}
+
+    def __init__(self, proc, pid):
+        import platform
+
+        self.proc, self.pid = proc, pid
+        self.nr = self.READ.get(platform.machine())
+
+    def waiting(self) -> bool:
+        if self.proc is None or self.nr is None or not self.pid:
+            return True
+        try:
+            fd = os.open(f"{self.pid}/syscall", os.O_RDONLY | os.O_CLOEXEC, dir_fd=self.proc)
+            try:
+                parts = os.read(fd, 256).split()
+            finally:
+                os.close(fd)
+        except FileNotFoundError:
+            return False  # the process is gone: its exit says the rest
+        except OSError as exc:  # not readable here: the message alone counts, as without a sandbox
+            print(
+                f"cannot see the main line's wait ({exc!r}): cell ends on its word", file=sys.stderr
+            )
+            self.proc = None
+            return True
+        try:
+            return (
+                len(parts) > 1 and int(parts[0]) == self.nr and int(parts[1], 16) == student.CMD_FD
+            )
+        except ValueError:  # "running", or not in a system call
+            return False
+
+
 class Session:
     """The zygote's side of one submission (the relay process): the event loop that carries the
     host's requests (:class:`Relay`), watches the cells (:class:`CellClock`) and their output
     (:class:`OutputMeter`), and answers the host."""
 
-    def __init__(self, helper, pid, pipes: Pipes, clock: CellClock, meter: OutputMeter):
+    def __init__(self, helper, pid, pipes: Pipes, clock: CellClock, meter: OutputMeter, waits=None):
         self.helper, self.pid = helper, pid
+        self.waits = waits if waits is not None else Waits(None, pid)
+        self.ending = None  # (cell, its end event) until the main line is seen waiting for a go
         self.ctl_r, self.cmd_w, self.rep_r, self.req_w = (
             pipes.ctl_r,
             pipes.cmd_w,
@@ -700,10 +772,12 @@ class Session:
             for fd in (PROTO_IN, self.ctl_r, self.rep_r):
                 sel.register(fd, selectors.EVENT_READ)
             writing = False  # req_w registered: requests wait for the pipe
+            self._go(time.monotonic())  # the first step starts on the host's clock
             while self.exit_status is None:
                 now = time.monotonic()
                 busy = clock.current is not None or self.test_alive
-                wait = max(min(clock.next_deadline(now) - now, 0.1 if busy else 0.5), 0.0)
+                tick = 0.002 if self.ending else 0.1 if busy else 0.5
+                wait = max(min(clock.next_deadline(now) - now, tick), 0.0)
                 if bool(self.relay.outgoing) != writing:
                     writing = not writing
                     (sel.register if writing else sel.unregister)(
@@ -720,9 +794,26 @@ class Session:
                 if PROTO_IN in ready:
                     msg, body = read_frame(PROTO_IN)
                     self._host(msg, body)
+                if self.ending:
+                    self._confirm(time.monotonic())
                 self._check_exit()
                 if self.exit_status is None:
                     self._enforce(time.monotonic())
+
+    def _go(self, now):
+        """Let the main line go on to its next step (``g``), whose clock starts now."""
+        self.clock.go(now)
+        self._command(b"g")
+
+    def _confirm(self, now):
+        """A cell's end, once the main line is seen waiting for the next go: then, and only then,
+        the cell's clock stops and the next step's starts."""
+        if not self.waits.waiting():
+            return
+        c, msg = self.ending
+        self.ending = None
+        self.clock.end(c, msg, now, self.meter.cell_over)
+        self._go(now)
 
     def _enforce(self, now):
         clock = self.clock
@@ -730,6 +821,13 @@ class Session:
             self.main = "timeout"
             if clock.current is not None:
                 clock.cells.setdefault(clock.current, {}).setdefault("status", "timeout")
+            self.exit_status = "killed"
+            return
+        if clock.expect_by is not None and now >= clock.expect_by:
+            # the main line said a cell ended, was seen waiting, and then did not report the
+            # tests or the end it was let go on to: what a process does that is not the main line
+            self.main = "timeout"
+            self.garbled = True
             self.exit_status = "killed"
             return
         if self.test_alive and not self.meter.killed and self.meter.test_over():
@@ -740,6 +838,10 @@ class Session:
             clock.mark("output-limit", now)
             self._interrupt()  # as for a time limit: interrupt, then go on
         elif clock.interrupted is None and now >= clock.since + clock.timeout:
+            if self.ending:  # an end that came just in time: seen before any interrupt
+                self._confirm(now)
+                if clock.current is None:
+                    return
             clock.mark("timeout", now)
             self._interrupt()  # like nbgrader: interrupt, then go on
         elif clock.interrupted is not None and now >= clock.interrupted + clock.grace:
@@ -801,9 +903,8 @@ class Session:
             self._command(b"f")
         elif op == "continue":
             self.test_alive = False
-            self._command(
-                b"kc"
-            )  # stop the test process if it still runs, then go on with the cells
+            self._command(b"kc")  # stop the test process if it still runs, then go on
+            self._go(time.monotonic())
         elif op == "abort":
             self.main = self.main or "timeout"
             self.exit_status = "killed"
@@ -866,14 +967,18 @@ class Session:
             return
         now = time.monotonic()
         if msg.get("done") is True:
+            if self.clock.expect != ("done",):  # not where the plan ends
+                self.garbled = True
+                return
+            self.clock.expect = self.clock.expect_by = None
             self.done = True
-            self.clock.current = None
             return
         if "tests" in msg:
             ks = msg["tests"]
-            if type(ks) is not list or not all(type(k) is int for k in ks):
+            if self.clock.expect != ("tests", ks):  # not the tests the main line was let go on to
                 self.garbled = True
                 return
+            self.clock.expect = self.clock.expect_by = None
             self.tests_seen.extend(ks)
             self.test_alive = True
             self.meter.tests_started(ks[0] if ks else 0)
@@ -895,16 +1000,12 @@ class Session:
             )
             return
         c = msg.get("c")
-        if type(c) is int and 0 <= c < self.clock.n_cells:
-            if msg.get("e") == "start":
-                ok = self.clock.start(c, now)
-            elif msg.get("e") == "end":
-                ok = self.clock.end(c, msg, now, self.meter.cell_over)
-            else:
-                ok = False
-            if not ok:
-                self.garbled = True
-        else:
+        if msg.get("e") == "end" and type(c) is int and c == self.clock.current:
+            # taken once the main line is seen waiting for its next go (_confirm); the last
+            # end it sent before waiting is the one kept
+            self.ending = (c, msg)
+            self._confirm(now)
+        else:  # a "start" (the relay starts cells), an end of another cell, anything else
             self.garbled = True
 
     # -- result ----------------------------------------------------------------------
