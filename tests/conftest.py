@@ -27,6 +27,14 @@ def repo() -> Path:
     return REPO
 
 
+@pytest.fixture(scope="session", autouse=True)
+def calibration_cache(tmp_path_factory):
+    """`autograder grade` keeps its calibrations across runs (autograder.grading.calibrate's
+    CalibrationCache, ~/.cache by default): the tests keep theirs in the run's temporary folder,
+    shared by the grading runs of one worker, never the developer's."""
+    os.environ["AUTOGRADER_CACHE"] = str(tmp_path_factory.mktemp("calibration-cache"))
+
+
 @pytest.fixture(scope="session")
 def stock_grades(tmp_path_factory):
     """Stock `nbgrader autograde` of every assignment's solution, blank release and fixture

@@ -302,3 +302,81 @@ def test_a_looping_first_cell_in_one_kernel_is_interrupted_and_the_notebook_goes
         ("crash", "u0_t2"): ("1", "in-kernel"),
         ("crash", "u0_t3"): ("1", "in-kernel"),
     }, got
+
+
+# --------------------------------------------------------------------------- item 7: start-up
+
+
+@pytest.fixture(scope="module")
+def course_copy(tmp_path_factory):
+    from autograder.course import TempCourse
+    from autograder.grading.intake.collect import Course
+
+    root = tmp_path_factory.mktemp("cache") / "course"
+    TempCourse(root, [EXERCISE])
+    return Course(root)
+
+
+def test_calibration_cache_key_follows_the_sources_and_the_grader(course_copy, tmp_path):
+    from autograder.grading.calibrate import CalibrationCache, NotebookMode
+    from autograder.wire.types import Limits, Options
+
+    cache = CalibrationCache(tmp_path / "c", Options(preload=["torch"]))
+    key = cache.key(course_copy, EXERCISE, Limits(), ["torch"])
+    assert key == cache.key(course_copy, EXERCISE, Limits(), ["torch"])
+    # anything calibration depends on makes another key: limits, preloads, options, a test cell
+    assert key != cache.key(course_copy, EXERCISE, Limits(timeout=999), ["torch"])
+    assert key != cache.key(course_copy, EXERCISE, Limits(), ["torch", "numpy"])
+    other = CalibrationCache(tmp_path / "c", Options(preload=["torch"], memory_limit=1 << 30))
+    assert key != other.key(course_copy, EXERCISE, Limits(), ["torch"])
+    from autograder.grading.intake.collect import Course
+
+    changed = tmp_path / "course"
+    shutil.copytree(course_copy.root, changed)
+    source = changed / "solutions" / EXERCISE / f"{EXERCISE}.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == BROKEN]
+    cell.source += "\n# changed"  # one test cell
+    nbformat.write(nb, source)
+    assert key != cache.key(Course(changed), EXERCISE, Limits(), ["torch"])
+
+    mode = NotebookMode(EXERCISE, EXERCISE, 15, "in-kernel", {"t": "why"}, [], {"u": "broken"})
+    assert cache.load(key) is None
+    cache.store(key, [mode])
+    assert cache.load(key) == [mode]
+    assert (tmp_path / "c").stat().st_mode & 0o777 == 0o700
+    # a file someone else could have written is not trusted
+    path = tmp_path / "c" / f"{key}.json"
+    path.chmod(0o664)
+    assert cache.load(key) is None
+    path.chmod(0o600)
+    cache.store_preload("/some/course", ["torch", "numpy"])
+    assert cache.load_preload("/some/course") == ["torch", "numpy"]
+    assert cache.load_preload("/another/course") is None
+
+
+def test_a_second_run_takes_calibration_from_the_cache(ex1_run, tmp_path):
+    """Item 7: the same assignment graded again (the cache the first run wrote; the tests keep it
+    in their temporary folder) is not calibrated again, starts its sandboxes before reading the
+    course, and gets the same scores; the summary states start-up and grading time apart."""
+    course = ex1_run["course"]
+    proc = grade(
+        course.root.parent / "submitted",
+        "--out",
+        tmp_path / "out",
+        "--course",
+        course.root,
+        "--jobs",
+        "1",
+        "--no-gradebook",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calibration = (tmp_path / "out" / "calibration.txt").read_text()
+    assert "from the cache in " in calibration and f": {EXERCISE})" in calibration, calibration
+    assert (
+        calibration.splitlines()[1:]
+        == (ex1_run["out"] / "calibration.txt").read_text().splitlines()[1:]
+    )
+    again = read_csv(tmp_path / "out" / "grades.csv")
+    assert again == ex1_run["rows"]
+    assert "start-up " in proc.stdout and " s per notebook" in proc.stdout, proc.stdout

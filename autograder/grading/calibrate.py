@@ -198,11 +198,13 @@ def _verdict(test, c) -> dict:
 class Calibration:
     """Which notebooks are graded in the judge, which in one kernel, which are refused."""
 
-    def __init__(self, course):
+    def __init__(self, course, cache=None):
         self.course = course
+        self.cache = cache  # a CalibrationCache, or None: calibrate every time
         self.modes: dict = {}  # (assignment, notebook) -> NotebookMode
         self.seconds = 0.0  # wall time of calibrating (includes waiting for the sandboxes to start)
         self.grading = []  # per round, the source notebooks' grading time in the sandboxes, summed
+        self.cached: list = []  # the assignments whose calibration came from the cache
 
     # -- what the grading pipeline asks ---------------------------------------------
     def mode(self, sub) -> str:
@@ -255,6 +257,15 @@ class Calibration:
         limits = limits.replace(
             wall=max(float(limits.wall), 600.0), timeout=max(float(limits.timeout), 120.0)
         )
+        keys = {}
+        if self.cache is not None:
+            for a in assignments:
+                keys[a] = self.cache.key(self.course, a, limits, imports)
+                modes = self.cache.load(keys[a])
+                if modes is not None:
+                    self.modes.update({(m.assignment, m.notebook): m for m in modes})
+                    self.cached.append(a)
+            assignments = [a for a in assignments if a not in self.cached]
         first = []
         for a in assignments:
             for nb in self.course.notebooks(a):
@@ -296,6 +307,9 @@ class Calibration:
                     REFUSED,
                     [f"{r.grade_id}: the solution " + _why(r, "") for r in bad],
                 )
+        if self.cache is not None:
+            for a in assignments:
+                self.cache.store(keys[a], [m for (x, _), m in self.modes.items() if x == a])
         self.seconds = time.monotonic() - started
         return self
 
@@ -335,3 +349,148 @@ def _why(row, where) -> str:
     if first:
         text += f": {first[0][:300]}"
     return text
+
+
+class CalibrationCache:
+    """Calibrations kept across runs, one file per assignment, under ``folder`` (default
+    ``$XDG_CACHE_HOME/autograder/calibration``, else ``~/.cache/autograder/calibration``; the
+    setting ``AUTOGRADER_CACHE`` moves it). Safe to keep there: the folder is the instructor's
+    (created 0700; a file in it is used only if the instructor owns it and no one else can write
+    it), it is never inside a sandbox (a sandbox sees no home folder), and a file is only ever
+    written from the host's own calibration of the *source* notebooks.
+
+    A file is named by the key of everything calibration depends on (:meth:`key`): the grader's
+    version (the hash of the ``autograder`` package's source), Python's and the grading
+    libraries' versions, and for each source notebook of the assignment the whole task the
+    sandbox grades (its cells, tests, files beside it, limits, preloads). Change any of them and
+    the assignment is calibrated again."""
+
+    LIBRARIES = ("torch", "numpy", "nbgrader", "ipython", "nbformat", "matplotlib", "psutil")
+
+    def __init__(self, folder=None, options=None):
+        import os
+        from pathlib import Path
+
+        if folder is None:
+            env = os.environ.get("AUTOGRADER_CACHE")
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+            folder = Path(env) if env else Path(base) / "autograder" / "calibration"
+        self.folder = Path(folder)
+        self.options = options
+
+    @staticmethod
+    def grader_version() -> str:
+        import hashlib
+        import sys
+        from importlib import metadata
+        from pathlib import Path
+
+        import autograder
+
+        h = hashlib.sha256(sys.version.encode())
+        root = Path(autograder.__file__).resolve().parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+        for name in CalibrationCache.LIBRARIES:
+            try:
+                h.update(f"{name}={metadata.version(name)}".encode())
+            except metadata.PackageNotFoundError:
+                h.update(f"{name}=none".encode())
+        return h.hexdigest()
+
+    def key(self, course, assignment, limits, imports) -> str:
+        import hashlib
+        import json
+
+        h = hashlib.sha256(_version().encode())
+        opts = self.options
+        h.update(
+            json.dumps(
+                [
+                    getattr(opts, "sandbox", True),
+                    getattr(opts, "memory_limit", None),
+                    sorted(getattr(opts, "preload", []) or []),
+                ]
+            ).encode()
+        )
+        for nb in course.notebooks(assignment):
+            task = source_submission(nb).task(limits, imports) if nb.tests else {"tests": []}
+            task.pop("id", None)
+            h.update(json.dumps([nb.name, task], sort_keys=True, default=str).encode())
+        return f"{assignment}-{h.hexdigest()[:32]}"
+
+    def load_preload(self, course_root) -> list | None:
+        """The modules the sandboxes preloaded for this course last time: a run starts its
+        sandboxes with them before it reads the course (nbgrader's configuration and the notebooks
+        take seconds); if the course now needs others, the sandboxes start again."""
+        data = self._read(f"preload-{_digest(str(course_root))}")
+        if isinstance(data, dict) and isinstance(data.get("preload"), list):
+            if all(isinstance(m, str) for m in data["preload"]):
+                return data["preload"]
+        return None
+
+    def store_preload(self, course_root, preload) -> None:
+        self._write(f"preload-{_digest(str(course_root))}", {"preload": list(preload)})
+
+    def load(self, key) -> list | None:
+        data = self._read(key)
+        try:
+            return [NotebookMode(**m) for m in data["modes"]]
+        except (TypeError, KeyError):
+            return None
+
+    def store(self, key, modes) -> None:
+        import dataclasses
+
+        self._write(key, {"modes": [dataclasses.asdict(m) for m in modes]})
+
+    def _read(self, key):
+        import json
+        import os
+
+        path = self.folder / f"{key}.json"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            if info.st_uid != os.getuid() or info.st_mode & 0o022:
+                return None  # not the instructor's own, or writable by others: not trusted
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                return json.loads(fh.read(1 << 20))
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+
+    def _write(self, key, data) -> None:
+        import json
+        import os
+        import tempfile
+
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(data, fh)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.folder / f"{key}.json")
+        except OSError:
+            pass  # no cache: the next run calibrates again
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+_VERSION: list = []
+
+
+def _version() -> str:
+    """:meth:`CalibrationCache.grader_version`, once per process."""
+    if not _VERSION:
+        _VERSION.append(CalibrationCache.grader_version())
+    return _VERSION[0]

@@ -125,6 +125,12 @@ def add_parser(subparsers):
         help="run without bubblewrap: NO isolation (student code runs with your rights); "
         "for machines where user namespaces are not allowed",
     )
+    p.add_argument(
+        "--no-calibration-cache",
+        action="store_true",
+        help="calibrate every assignment again (default: reuse a calibration of the same source "
+        "notebooks by the same grader, kept in ~/.cache/autograder/calibration or $AUTOGRADER_CACHE)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
@@ -139,6 +145,7 @@ def run(args) -> int:
     from autograder.grading.host.sandbox import SandboxError, WorkerFailure
 
     grade = GradeRun(args)
+    grade.start_early()  # a course graded before: its sandboxes start before anything is read
     try:
         grade.read_settings()  # the course's config, the limits and options
         grade.check_sandbox()  # bubblewrap works here (or --no-sandbox, said loudly)
@@ -151,6 +158,7 @@ def run(args) -> int:
         print(f"autograder grade: {exc}", file=sys.stderr)
         return 2
     grade.open_gradebook()  # every notebook registered before any score
+    grade.startup = time.monotonic() - grade.started
     try:
         grade.grade()  # every task, in the sandboxes; feedback as results arrive
     except WorkerFailure as exc:
@@ -179,6 +187,7 @@ class GradeRun:
         self.rows: list = []
         self.errors: list = []
         self.jobs_text = ""
+        self.startup = 0.0  # seconds before the first notebook could be graded
 
     # -- before grading --------------------------------------------------------------
     def read_settings(self):
@@ -227,11 +236,58 @@ class GradeRun:
             log_dir=str(self.out / "logs"),
         )
 
-    def start_sandboxes(self):
-        if not self.args.scheduler:
+    def _cache(self):
+        from autograder.grading.calibrate import CalibrationCache
+
+        if getattr(self.args, "no_calibration_cache", False):
+            return None
+        return CalibrationCache()
+
+    def start_early(self):
+        """Start the sandboxes at once with the modules they preloaded last time for this course
+        (the cache: :class:`~autograder.grading.calibrate.CalibrationCache`): they warm up while
+        the course's configuration and the submissions are read. :meth:`start_sandboxes` keeps
+        them if the course still needs exactly those, and starts others if not."""
+        args = self.args
+        cache = self._cache()
+        if cache is None or args.scheduler or args.no_sandbox:
+            return
+        try:
+            from autograder.grading.host.sandbox import parse_size
+
+            preload = cache.load_preload(_course_root(args.course))
+            if preload is None:
+                return
+            memory = (
+                parse_size(args.memory_limit)
+                if str(args.memory_limit).lower() not in ("0", "none")
+                else None
+            )
+            options = Options(
+                preload=preload,
+                sandbox=True,
+                memory_limit=memory,
+                log_dir=str(args.out.resolve() / "logs"),
+            )
             from autograder.grading.host.scheduler import LocalPool
 
+            self.pool = LocalPool(args.jobs, options).start()
+        except Exception:  # noqa: BLE001 - an early start is only a head start
+            self.pool = None
+
+    def start_sandboxes(self):
+        if self.args.scheduler:
+            return
+        from autograder.grading.host.scheduler import LocalPool
+
+        if self.pool is not None and self.pool.options != self.options:
+            self.pool.stop()  # started early with last run's modules: the course needs others
+            self.pool = None
+        if self.pool is None:
             self.pool = LocalPool(self.args.jobs, self.options).start()
+        cache = self._cache()
+        if cache is not None and self.options.sandbox:
+            cache.store_preload(_course_root(self.args.course), self.options.preload)
 
     def collect(self):
         from autograder.grading.intake.collect import find_submissions
@@ -362,7 +418,11 @@ class GradeRun:
 
         out, all_rows = self.out, self.rows
         report.write_csv(out / "grades.csv", all_rows)
-        print(report.summary(all_rows, time.monotonic() - self.started, self.jobs_text))
+        print(
+            report.summary(
+                all_rows, time.monotonic() - self.started, self.jobs_text, startup=self.startup
+            )
+        )
         review = out / "review.txt"
         flagged = report.review_lines(all_rows)
         review.write_text("".join(line + "\n" for line in flagged))
@@ -421,12 +481,22 @@ def _calibrate(course, assignments, args, pool, options, limits, imports, out):
         def run_tasks(tasks, on_result):
             pool.run(tasks, on_result, final=False)
 
-    calibration = Calibration(course).calibrate(assignments, run_tasks, limits, imports)
+    from autograder.grading.calibrate import CalibrationCache
+
+    cache = (
+        None if getattr(args, "no_calibration_cache", False) else CalibrationCache(options=options)
+    )
+    calibration = Calibration(course, cache).calibrate(assignments, run_tasks, limits, imports)
     lines = calibration.lines()
+    cached = (
+        f"; from the cache in {cache.folder}: {', '.join(calibration.cached)}"
+        if cache is not None and calibration.cached
+        else ""
+    )
     (out / "calibration.txt").write_text(
         f"calibration on the source notebooks ({calibration.seconds:.1f} s with the sandboxes' start; grading the "
-        f"sources: {' + '.join(f'{x:.1f}' for x in calibration.grading) or '0'} s of sandbox time): which test cells "
-        "the judge grades, "
+        f"sources: {' + '.join(f'{x:.1f}' for x in calibration.grading) or '0'} s of sandbox time{cached}): "
+        "which test cells the judge grades, "
         "which are graded in one kernel (status in-kernel), which are refused\n"
         + "".join(f"{x}\n" for x in lines)
     )

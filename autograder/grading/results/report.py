@@ -186,7 +186,9 @@ def progress(total: int, enabled=True):
     )
 
 
-def summary(rows, seconds: float, jobs_text: str) -> str:
+def summary(rows, seconds: float, jobs_text: str, startup: float | None = None) -> str:
+    """The closing lines: notebooks, mean score, time (start-up apart from grading when given:
+    the settings, sandboxes, intake and calibration before the first notebook), rows by status."""
     by_notebook: dict = {}
     for r in rows:
         key = (r.student, r.assignment, r.notebook)
@@ -202,9 +204,14 @@ def summary(rows, seconds: float, jobs_text: str) -> str:
         mean = sum(s for s, _ in by_notebook.values()) / n
         mean_max = sum(m for _, m in by_notebook.values()) / n
         pct = f" ({100 * mean / mean_max:.0f}%)" if mean_max else ""
-        lines.append(
-            f"mean score {mean:.2f} / {mean_max:.2f}{pct}; {seconds / n:.2f} s per notebook"
-        )
+        if startup is None:
+            timing = f"{seconds / n:.2f} s per notebook"
+        else:
+            timing = (
+                f"start-up {startup:.1f} s, then {seconds - startup:.1f} s grading: "
+                f"{(seconds - startup) / n:.2f} s per notebook"
+            )
+        lines.append(f"mean score {mean:.2f} / {mean_max:.2f}{pct}; {timing}")
     lines.append(
         "test cells by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
     )
