@@ -58,6 +58,7 @@ class LimitsFrame(TypedDict, total=False):
         int | None
     )  # RLIMIT_AS (the zygote's warm size + the memory limit), set by the supervisor
     memory: int | None  # the memory limit itself: what the submission's IPC objects may hold
+    pace_load: float | None  # the load average the limits' pace assumes (pinned: AUTOGRADER_LOAD)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
+from autograder.wire.pace import Budget, Pace
 from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
 from autograder.grading.status import CALL_TEXT
 from autograder.grading.host.sandbox import (
@@ -74,6 +75,17 @@ class _Process:
 
     def alive(self):
         return self.proc.poll() is None
+
+    def wait(self, left) -> bool:
+        """Whether a frame starts arriving before ``left()`` (seconds of a limit, re-read as
+        time passes: :class:`~autograder.wire.pace.Budget`) runs out."""
+        while True:
+            remaining = left()
+            if remaining <= 0:
+                return False
+            ready, _, _ = select.select([self.out], [], [], min(remaining, 0.5))
+            if ready:
+                return True
 
     def log_tail(self, n=3000):
         try:
@@ -303,8 +315,12 @@ class _NotebookRun:
         self.z = sup.zygote
         self.judge = _JudgeRun(sup, task)
         self.task = task
+        self.pace = Pace()  # the limits' pace (wire.pace): seconds of a quiet machine
         self.limits: LimitsFrame = dict(  # type: ignore[assignment]
-            task["limits"], address_space=sup.address_space, memory=sup.options.memory_limit
+            task["limits"],
+            address_space=sup.address_space,
+            memory=sup.options.memory_limit,
+            pace_load=self.pace.pinned,
         )
         self.timeout = float(self.limits["timeout"])
         self.start = time.monotonic()
@@ -382,8 +398,17 @@ class _NotebookRun:
                 self.test_process = True
             self.tests[k] = self._run_test(k)
 
+    def _left(self, budget, extra=0.0):
+        """Seconds left to a test: its limit at the pace's rate, and the notebook's wall limit."""
+
+        def left():
+            now = time.monotonic()
+            return min(budget.left(now) + extra, self.wall - now + extra)
+
+        return left
+
     def _run_test(self, k):
-        deadline = min(time.monotonic() + self.timeout, self.wall)
+        deadline = Budget(self.timeout, self.pace)
         names, restored, status, dtype = None, [], None, None
         seq = next(self.sup.seq)
         self.z.send({"op": "begin", "seq": seq})
@@ -404,9 +429,9 @@ class _NotebookRun:
         )
         while True:
             try:
-                frame, payload = self.judge.read(
-                    timeout=max(deadline - time.monotonic(), 0) + GRACE
-                )
+                if not self.judge.j.wait(self._left(deadline, GRACE)):
+                    raise Timeout("the test's time is up")
+                frame, payload = self.judge.read(timeout=GRACE + 30)
             except Timeout:
                 self.judge.stop()
                 return {
@@ -466,12 +491,12 @@ class _NotebookRun:
 
     def _reply(self, seq, deadline):
         """The student process's answer to request ``seq``, or ``{"status": why not}``."""
+        left = self._left(deadline)
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if not self.z.wait(left):
                 return self._kill_test("timeout")
             try:
-                ev, body = self.z.read(timeout=left)
+                ev, body = self.z.read(timeout=30)  # a frame begun is finished
             except Timeout:
                 return self._kill_test("timeout")
             kind = ev.get("ev")

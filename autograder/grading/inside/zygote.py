@@ -36,6 +36,7 @@ import time
 from typing import NamedTuple
 
 from autograder.grading.inside import student
+from autograder.wire.pace import Budget, Pace
 from autograder.wire.frames import (
     MAX_TASK,
     FrameReader,
@@ -484,6 +485,9 @@ class CellClock:
         self.timeout = float(limits["timeout"])
         self.wall = start + float(limits["wall"])
         self.grace = self.GRACE
+        # a cell's limit, and the grace after its interrupt, in seconds of a quiet machine
+        self.pace = Pace(limits.get("pace_load"))
+        self.budget = None
         self.cells = {}
         self.current = None  # index of the cell running
         self.last_started = (
@@ -494,11 +498,8 @@ class CellClock:
 
     def next_deadline(self, now):
         deadline = self.wall
-        if self.current is not None and self.since is not None:
-            if self.interrupted is not None:
-                deadline = min(deadline, self.interrupted + self.grace)
-            else:
-                deadline = min(deadline, self.since + self.timeout)
+        if self.current is not None and self.budget is not None:
+            deadline = min(deadline, now + max(self.budget.left(now), 0.0))
         if self.expect_by is not None:
             deadline = min(deadline, self.expect_by)
         return deadline
@@ -524,6 +525,7 @@ class CellClock:
         if self.current is not None or self.position.get(c, -1) <= self.last_started:
             return False
         self.current, self.since, self.interrupted = c, now, None
+        self.budget = Budget(self.timeout, self.pace, now)
         self.last_started = self.position.get(c, -1)
         self.cells.setdefault(c, {})["start"] = now
         return True
@@ -549,12 +551,18 @@ class CellClock:
 
     def stop(self):
         self.current, self.since, self.interrupted = None, None, None
+        self.budget = None
+
+    def over(self, now) -> bool:
+        """The running cell's limit (or, once interrupted, its grace) is spent."""
+        return self.budget is not None and self.budget.over(now)
 
     def mark(self, status, now=None):
         """The running cell's status (it hit a limit); with ``now``: it is being interrupted."""
         self.cells.setdefault(self.current, {})["status"] = status
         if now is not None:
             self.interrupted = now
+            self.budget = Budget(self.grace, self.pace, now)
 
     def result(self, outdir):
         cells = []
@@ -837,14 +845,14 @@ class Session:
         if clock.interrupted is None and self.meter.cell_over(clock.current):
             clock.mark("output-limit", now)
             self._interrupt()  # as for a time limit: interrupt, then go on
-        elif clock.interrupted is None and now >= clock.since + clock.timeout:
+        elif clock.interrupted is None and clock.over(now):
             if self.ending:  # an end that came just in time: seen before any interrupt
                 self._confirm(now)
                 if clock.current is None:
                     return
             clock.mark("timeout", now)
             self._interrupt()  # like nbgrader: interrupt, then go on
-        elif clock.interrupted is not None and now >= clock.interrupted + clock.grace:
+        elif clock.interrupted is not None and clock.over(now):
             self.main = "timeout"  # the cell ignored the interrupt
             self.exit_status = "killed"
 
