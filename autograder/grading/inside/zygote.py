@@ -2,10 +2,13 @@
 
 Started by :mod:`autograder.grading.host.sandbox` as ``python -c ...zygote.main()`` inside bubblewrap. It imports
 torch, IPython, matplotlib and the course's checks once and warms them up; then, for each
-submission the host sends, it forks a *student process* (:mod:`.student`) in a pid namespace
-of its own and relays, frame by frame, between the host's supervisor and that submission's
-test processes. It enforces the per-cell time limit (SIGINT, then the end of the notebook),
-kills every process of the submission when it is done, and empties every writable place
+submission the host sends, it forks a *student process* (:mod:`.student`) in pid, IPC and mount
+namespaces of its own (the IPC one bounded, the sandbox's procfs covered) and relays, frame by
+frame, between the host's supervisor and that submission's test processes. It enforces the
+per-cell time limit on its own clock at a quiet machine's pace (:mod:`autograder.wire.pace`): it
+lets the main line go on to each step and starts the step's clock itself, takes a cell's end
+only when it sees the main line waiting (:class:`Waits`), interrupts with SIGINT, then ends the
+notebook. It kills every process of the submission when it is done, and empties every writable place
 (the scratch tmpfs and ``/dev/shm``) before the next one. It holds no test and no secret.
 
 Host channel (fds 0/1 at start, moved to ``PROTO_IN``/``PROTO_OUT``), frames of :mod:`.protocol`:
