@@ -422,8 +422,14 @@ class _NotebookRun:
             if type(r) is list:
                 restored = [str(x)[:200] for x in r[:20]]
                 self.restored.extend(x for x in restored if x not in self.restored)
+        if self.judge.lost == "stopped":  # an earlier test of this notebook ran past its limit
+            return {
+                "passed": False,
+                "status": "timeout",
+                "message": "not run: an earlier test ran past the time limit and was stopped",
+            }
         if self.judge.lost:
-            return {"passed": False, "status": "grader-error", "message": "the judge was stopped"}
+            return {"passed": False, "status": "grader-error", "message": "the judge failed"}
         self.judge.send(
             {"op": "test", "k": k, "names": names if status is None else {}, "dtype": dtype}
         )
@@ -481,7 +487,7 @@ class _NotebookRun:
                 else:
                     self.judge.send({"ev": "reply"}, body)
             elif frame.get("ev") == "child-exit":  # the judge's child crashed: a grader bug
-                self.judge.lost = True
+                self.judge.lost = "crashed"
                 self.judge.pid = None
                 return {
                     "passed": False,
@@ -552,7 +558,9 @@ class _JudgeRun:
         self.j = sup.judge
         self.task_id = task.get("id", "")
         self.pid = None  # the judge's child for this notebook
-        self.lost = False  # stopped or crashed: restarted after this notebook
+        self.lost = (
+            ""  # "stopped" (a test's time ran out) or "crashed": restarted after this notebook
+        )
 
     def send(self, header, body=b""):
         self.j.send(header, body)
@@ -577,7 +585,7 @@ class _JudgeRun:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        self.lost = True
+        self.lost = "stopped"
         # the channel may hold half a frame: the judge is restarted after this submission
         self.sup.judge.close()
         self.sup.judge = None
