@@ -227,7 +227,7 @@ def test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel(tmp_path):
     } == stock_scores(stock, "hw1")
     calibration = (tmp_path / "out" / "calibration.txt").read_text()
     assert (
-        "hw1/hw1: in-kernel" in calibration and "test_mean: it is not plain Python" in calibration
+        "hw1/hw1: in-kernel" in calibration and "test_mean: it uses IPython syntax" in calibration
     )
     assert "calibration: hw1/hw1: in-kernel" in proc.stdout
 
