@@ -413,10 +413,18 @@ def test_student_path(lab, page):
         o.get("text", "") for o in saved.cells[check_index].outputs
     )
 
-    # 7. progress, from the start page's cell: exercise 1 has full marks, the others are not started
+    # 7. progress, from the cell of the page the start page links to for checking, submitting
+    # and progress: exercise 1 has full marks, the others are not started
     page.locator(".lm-TabBar-tab", has_text="00_start_here.ipynb").first.click()
     start = current_notebook(page)
-    progress_cell = start.locator(".jp-CodeCell", has_text='progress("../exercises")').first
+    link = start.locator('.jp-RenderedMarkdown a[href*="/files/course/00_checking_and_submitting"]')
+    link.first.scroll_into_view_if_needed()
+    link.first.click()
+    page.locator(
+        ".lm-TabBar-tab.lm-mod-current", has_text="00_checking_and_submitting.ipynb"
+    ).wait_for()
+    mechanics = current_notebook(page)
+    progress_cell = mechanics.locator(".jp-CodeCell", has_text='progress("../exercises")').first
     progress_cell.scroll_into_view_if_needed()
     progress_cell.locator(".jp-InputPrompt").click()
     page.keyboard.press("Shift+Enter")
