@@ -284,13 +284,17 @@ def test_student_path(lab, page):
         ".jp-InputPrompt')].map(e => e.textContent.trim())"
     )
     # JupyterLab runs the cells one by one: done when the last code cell has its number, or when
-    # nothing has run for 15 s (Run All stopped at an error: the saved file below says where)
+    # nothing has run for 15 s (Run All stopped at an error: the saved file below says where).
+    # A cell scrolled out of view is not in the page (JupyterLab renders the visible cells only),
+    # so a long cell off screen shows no [*]: the kernel's "Busy" in the status bar counts too.
+    busy = page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"\| Busy"))
     deadline, quiet = time.time() + 2 * TIMEOUT_MS / 1000, 0
     while True:
         prompts = page.evaluate(prompts_js)
         if re.fullmatch(r"\[\d+\]:?", prompts[-1]):
             break
-        quiet = 0 if any("*" in p for p in prompts) else quiet + 1
+        running = any("*" in p for p in prompts) or busy.count() > 0
+        quiet = 0 if running else quiet + 1
         if quiet >= 15:
             break
         assert time.time() < deadline, f"the lesson's Run All did not finish; prompts: {prompts}"
