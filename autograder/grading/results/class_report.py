@@ -57,6 +57,7 @@ PAGE_NAME = "report.html"
 ALMOST_NOBODY = 0.10  # pass rate under which a test is flagged: almost nobody passes
 DISCRIMINATION_FLAG = 0.2  # corrected item-total correlation under which a test is flagged
 MIN_FOR_FLAGS = 10  # notebooks a test needs before it is flagged at all
+OPEN_FIRST = 2  # cause tables shown open under each notebook's hardest tests (and flagged ones)
 CAUSES_SHOWN = 8  # cause groups shown under a test on the page (all of them in causes.csv)
 STUDENTS_SHOWN = 30  # student ids shown per cause group with --with-students (all in causes.csv)
 TEXT_SHOWN = 400  # characters of a student's text (an example) shown on the page
@@ -474,6 +475,11 @@ def discrimination(test_scores: dict, totals: dict) -> float | None:
     return _corr(xs, ys)
 
 
+def _r(x: float) -> str:
+    text = f"{x:.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
 def flags(t: TestStats) -> list[str]:
     out = []
     if t.attempted >= MIN_FOR_FLAGS and t.passed < ALMOST_NOBODY * t.attempted:
@@ -487,7 +493,7 @@ def flags(t: TestStats) -> list[str]:
         and t.discrimination < DISCRIMINATION_FLAG
     ):
         out.append(
-            f"does not go with the rest of the notebook (discrimination {t.discrimination:.2f} "
+            f"does not go with the rest of the notebook (discrimination {_r(t.discrimination)} "
             f"< {DISCRIMINATION_FLAG}): a broken or unclear test?"
         )
     return out
@@ -714,6 +720,7 @@ details { margin: .3rem 0 .6rem 1rem; } summary { cursor: pointer; }
 .kind-status { background: #ffe4cc; } .kind-exception { background: #fde2e1; }
 .summary { margin: .3rem 0; }
 svg { max-width: 100%; height: auto; }
+td.test { min-width: 19rem; } td.test code { overflow-wrap: normal; word-break: normal; }
 """
 
 PAGE = """\
@@ -734,7 +741,7 @@ Causes are the checks' own "likely cause" where a check gave one; otherwise the 
 {{ s.svg | safe }}
 <table><thead><tr><th>test</th><th class='n'>attempted</th><th class='n'>passed</th><th>pass %</th><th class='n'>mean points</th>\
 <th class='n'>discrimination</th><th>rows by status</th>{% if s.attempts %}<th class='n'>first / last attempt pass %</th><th class='n'>attempts to full marks (median)</th>{% endif %}</tr></thead><tbody>
-{% for t in s.tests %}<tr id='{{ t.anchor }}'><td><code>{{ t.grade_id }}</code>{% if t.hidden %} <span class='muted'>hidden</span>{% endif %}\
+{% for t in s.tests %}<tr id='{{ t.anchor }}'><td class='test'><code>{{ t.grade_id }}</code>{% if t.hidden %} <span class='muted'>hidden</span>{% endif %}\
 {% for f in t.flags %}<br><span class='flag'>{{ f }}</span>{% endfor %}</td>\
 <td class='n'>{{ t.attempted }}</td><td class='n'>{{ t.passed }}</td>\
 <td class='n'><span class='barbg'><span class='bar' style='width: {{ t.pass_pct | round(1) }}%'></span></span> {{ t.pass_pct | pct }}</td>\
@@ -743,7 +750,7 @@ Causes are the checks' own "likely cause" where a check gave one; otherwise the 
 {% if t.not_implemented %}<br><span class='muted'>not implemented yet: {{ t.not_implemented }}</span>{% endif %}</td>\
 {% if s.attempts %}<td class='n'>{% if t.first_pct is not none %}{{ t.first_pct | pct }} / {{ t.last_pct | pct }}{% else %}-{% endif %}</td>\
 <td class='n'>{% if t.to_full %}{{ t.median_to_full | num }} ({{ t.reached }} of {{ t.tried }}){% else %}-{% endif %}</td>{% endif %}</tr>
-{% if t.groups %}<tr><td colspan='{{ 9 if s.attempts else 7 }}'><details{% if t.failed * 4 >= t.attempted or t.flags %} open{% endif %}><summary>{{ t.failed }} failing: {{ t.groups | length }} cause group{{ 's' if t.groups | length != 1 }}</summary>
+{% if t.groups %}<tr><td colspan='{{ 9 if s.attempts else 7 }}'><details{% if t.open %} open{% endif %}><summary>{{ t.failed }} failing: {{ t.groups | length }} cause group{{ 's' if t.groups | length != 1 }}</summary>
 <table><thead><tr><th class='n'>rows</th><th>cause</th><th>example (anonymised)</th></tr></thead><tbody>
 {% for g in t.groups_shown %}<tr><td class='n'>{{ g.n }}</td><td><span class='kind kind-{{ g.kind }}'>{{ g.kind_label }}</span> {{ g.text }}\
 {% if g.students %}<br><span class='muted'>students: {{ g.students }}</span>{% endif %}</td><td>\
@@ -768,7 +775,7 @@ def _num(x) -> str:
 _env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 _env.filters["num"] = _num
 _env.filters["pct"] = lambda x: f"{x:.0f}%"
-_env.filters["r"] = lambda x: "-" if x is None else f"{x:.2f}"
+_env.filters["r"] = lambda x: "-" if x is None else _r(x)
 _env.filters["secs"] = lambda x: f"{x:.1f} s" if x < 120 else f"{x / 60:.1f} min"
 _page = _env.from_string(PAGE)
 
@@ -790,6 +797,7 @@ def _group_view(g: Group, failing: int, with_students: bool) -> dict:
         )
     elif g.kind == STUB:
         check = ex.check if ex.check and ex.check != "not implemented yet" else None
+        message = "the function still raises NotImplementedError() (the release stub)"
     elif ex.check is not None:
         check, expected, found = ex.check, ex.expected, ex.found
     else:
@@ -826,7 +834,7 @@ def render(sections: list[Section], *, source: str, with_students: bool, title: 
     for i, s in enumerate(sections):
         s.svg = histogram_svg(list(s.totals.values()), s.maximum, salt=f"h{i}")
         tests = []
-        for t in s.tests:
+        for rank, t in enumerate(s.tests):
             shown = t.groups[:CAUSES_SHOWN]
             tv = {
                 **{
@@ -850,9 +858,12 @@ def render(sections: list[Section], *, source: str, with_students: bool, title: 
                 "reached": t.reached,
                 "tried": t.tried,
                 "anchor": _anchor(s.assignment, s.notebook, t.grade_id),
+                # open: the section's OPEN_FIRST hardest tests, flagged ones, a quarter failing
+                "open": rank < OPEN_FIRST or bool(t.flags) or 4 * t.failed >= t.attempted,
             }
             tests.append(tv)
-            all_flags.extend((s, tv, f) for f in t.flags)
+            if t.flags:
+                all_flags.append((s, tv, "; ".join(t.flags)))
         views.append(
             {
                 "title": s.title,
