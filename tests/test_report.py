@@ -474,3 +474,29 @@ def test_report_command(tmp_path, capsys):
     assert (tmp_path / "r" / "report.html").exists()
     assert_tests_csv_matches(tmp_path / "r" / "tests.csv", out / "grades.csv")
     assert re.search(r"From grades\.csv", (tmp_path / "r" / "report.html").read_text())
+
+
+def test_a_rewrite_after_an_append_is_the_report_made_afresh(tmp_path):
+    """write_report keeps what it read and built (serve rewrites the page after each graded
+    submission): after attempts are appended, the page and CSVs are byte for byte those of a
+    process that reads everything for the first time."""
+    from autograder.grading.results import class_report
+
+    rows = synthetic_rows(100, seed=6)
+    out = tmp_path / "out"
+    out.mkdir()
+    report.write_jsonl(out / "results.jsonl", rows, attempt=1)
+    write_report(out, tmp_path / "warm", attempts=None)
+    again = [r for r in rows if r.student in ("s00001", "s00007")]
+    for r in again:
+        r.score = r.max_score
+    report.write_jsonl(out / "results.jsonl", again, attempt=2, append=True)
+    warm = write_report(out, tmp_path / "warm")
+    for cache in (class_report._READ, class_report._BUILT, class_report._HTML):
+        cache.clear()
+    class_report._SVG_CACHE.clear()
+    fresh = write_report(out, tmp_path / "fresh")
+    for name in ("report.html", "tests.csv", "causes.csv"):
+        assert (warm.parent / name).read_bytes() == (fresh.parent / name).read_bytes(), name
+    tests = read_csv(fresh.parent / "tests.csv")
+    assert sum(int(r["attempted"]) for r in tests) == len(rows)  # the last attempt of each

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -148,6 +150,7 @@ def main(argv=None) -> int:
         out = args.keep or Path(tmp) / "out"
         synthetic_class(out, args.notebooks, args.seed)
         lines = sum(1 for _ in open(out / "results.jsonl"))
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         proc = subprocess.run(
             [str(Path(sys.executable).with_name("autograder")), "report", str(out)],
@@ -155,6 +158,8 @@ def main(argv=None) -> int:
             text=True,
         )
         cold = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cold_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if proc.returncode:
             print(proc.stdout + proc.stderr, file=sys.stderr)
             return 1
@@ -165,16 +170,17 @@ def main(argv=None) -> int:
         extra = synthetic_rows(len(COURSE), args.seed + 1)[:19]
         for row in extra:
             row.student = "late-student"
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         report.write_jsonl(out / "results.jsonl", extra, append=True)
         page = write_report(out)
-        warm = time.perf_counter() - started
+        warm, warm_cpu = time.perf_counter() - started, time.process_time() - cpu
         size = page.stat().st_size
         print(
             f"autograder report: {args.notebooks} notebooks ({lines} test results) in {cold:.2f} s "
-            f"as a command (start-up included); page {size / 1e6:.2f} MB\n"
+            f"as a command, start-up included ({cold_cpu:.2f} s of CPU); page {size / 1e6:.2f} MB\n"
             f"in a warm process (serve): one more graded notebook appended and the page rewritten "
-            f"in {warm:.2f} s"
+            f"in {warm:.2f} s ({warm_cpu:.2f} s of CPU)\n"
+            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
         )
     return 0
 

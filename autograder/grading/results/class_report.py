@@ -547,6 +547,11 @@ def latest(rows: list[Result]) -> list[Result]:
     return [r for r in rows if r.attempt is None or r.attempt == last.get(r.key)]
 
 
+# sections built before, by (assignment, notebook): (its rows' identities, Section). Under
+# ``autograder serve`` a graded submission changes one notebook's rows: only it is built again.
+_BUILT: dict = {}
+
+
 def build(rows: list[Result], attempts: list[Attempt] | None = None) -> list[Section]:
     """Every figure of the report, per (assignment, notebook)."""
     all_rows = rows
@@ -555,39 +560,47 @@ def build(rows: list[Result], attempts: list[Attempt] | None = None) -> list[Sec
     for r in rows:
         by_nb[(r.assignment, r.notebook)].append(r)
     sections = []
-    for (assignment, notebook), nb_rows in sorted(by_nb.items()):
-        totals: dict = defaultdict(float)
-        per_test: dict = defaultdict(list)
-        for r in nb_rows:
-            totals[r.student] += r.score
-            per_test[r.grade_id].append(r)
-        maxima = {gid: max(r.max_score for r in rs) for gid, rs in per_test.items()}
-        tests = []
-        for gid, trs in per_test.items():
-            passed = sum(1 for r in trs if r.passed)
-            partial = sum(1 for r in trs if 0 < r.score < r.max_score)
-            t = TestStats(
-                assignment,
-                notebook,
-                gid,
-                any(r.hidden for r in trs),
-                maxima[gid],
-                trs,
-                Counter(r.status for r in trs),
-                passed,
-                partial,
-                sum(r.score for r in trs) / len(trs),
-                sum(1 for r in trs if not r.passed and r.group[0] == STUB),
-            )
-            t.discrimination = discrimination({r.student: r.score for r in trs}, totals)
-            t.groups = _groups(trs)
-            t.flags = flags(t)
-            tests.append(t)
-        tests.sort(key=lambda t: (t.pass_pct, t.grade_id))
-        sections.append(Section(assignment, notebook, dict(totals), sum(maxima.values()), tests))
+    for key, nb_rows in sorted(by_nb.items()):
+        signature = (len(nb_rows), hash(tuple(map(id, nb_rows))))
+        hit = _BUILT.get(key)
+        if hit is None or hit[0] != signature:
+            hit = _BUILT[key] = (signature, _section(key[0], key[1], nb_rows))
+        sections.append(hit[1])
     if any(r.attempt is not None for r in all_rows):
         _attempt_figures(sections, all_rows, attempts or [])
     return sections
+
+
+def _section(assignment: str, notebook: str, nb_rows: list) -> Section:
+    totals: dict = defaultdict(float)
+    per_test: dict = defaultdict(list)
+    for r in nb_rows:
+        totals[r.student] += r.score
+        per_test[r.grade_id].append(r)
+    maxima = {gid: max(r.max_score for r in rs) for gid, rs in per_test.items()}
+    tests = []
+    for gid, trs in per_test.items():
+        passed = sum(1 for r in trs if r.passed)
+        partial = sum(1 for r in trs if 0 < r.score < r.max_score)
+        t = TestStats(
+            assignment,
+            notebook,
+            gid,
+            any(r.hidden for r in trs),
+            maxima[gid],
+            trs,
+            Counter(r.status for r in trs),
+            passed,
+            partial,
+            sum(r.score for r in trs) / len(trs),
+            sum(1 for r in trs if not r.passed and r.group[0] == STUB),
+        )
+        t.discrimination = discrimination({r.student: r.score for r in trs}, totals)
+        t.groups = _groups(trs)
+        t.flags = flags(t)
+        tests.append(t)
+    tests.sort(key=lambda t: (t.pass_pct, t.grade_id))
+    return Section(assignment, notebook, dict(totals), sum(maxima.values()), tests)
 
 
 def _groups(trs) -> list[Group]:
@@ -625,20 +638,20 @@ def _attempt_figures(sections, all_rows, attempts):
     for s in sections:
         for t in s.tests:
             firsts, lasts = [], []
-            for student in {r.student for r in t.rows}:
+            t.to_full = []
+            for student in sorted({r.student for r in t.rows}):
                 h = sorted(history.get((s.assignment, s.notebook, t.grade_id, student), []))
                 if not h:
                     continue
                 firsts.append(h[0][1])
                 lasts.append(h[-1][1])
-                full = next((i + 1 for i, (_, ok) in enumerate(h) if ok), None)
+                full = next((n for n, ok in h if ok), None)  # the attempt that first passed
                 if full is not None:
                     t.to_full.append(full)
             t.tried = len(firsts)
             t.reached = len(t.to_full)
-            if firsts:
-                t.first_pct = 100.0 * sum(firsts) / len(firsts)
-                t.last_pct = 100.0 * sum(lasts) / len(lasts)
+            t.first_pct = 100.0 * sum(firsts) / len(firsts) if firsts else None
+            t.last_pct = 100.0 * sum(lasts) / len(lasts) if firsts else None
         counts = list(per_student.get(s.assignment, {}).values())
         w = sorted(waits.get(s.assignment, []))
         s.attempts = {
@@ -680,7 +693,9 @@ def histogram_svg(totals: list[float], maximum: float, salt: str) -> str:
         ax.set_xlabel("notebook score (points)")
         ax.set_ylabel("notebooks")
         ax.spines[["top", "right"]].set_visible(False)
-        fig.tight_layout(pad=0.4)
+        fig.subplots_adjust(
+            left=0.1, right=0.98, bottom=0.24, top=0.95
+        )  # (tight_layout: 3x slower)
         buf = io.StringIO()
         fig.savefig(
             buf, format="svg", metadata=dict.fromkeys(("Date", "Creator", "Format", "Type"))
@@ -736,7 +751,15 @@ Causes are the checks' own "likely cause" where a check gave one; otherwise the 
 {% if all_flags %}<h3>Flags</h3><ul>
 {% for s, t, f in all_flags %}<li><a href='#{{ t.anchor }}'><code>{{ s.title }} / {{ t.grade_id }}</code></a>: <span class='flag'>{{ f }}</span></li>
 {% endfor %}</ul>{% endif %}
-{% for s in sections %}<h2 id='{{ s.anchor }}'>{{ s.title }}</h2>
+{% for html in sections %}{{ html | safe }}{% endfor %}
+<p class='muted'>Discrimination: Pearson's r between a test's score and the rest of the notebook's score, over notebooks;
+under {{ flag_r }} (with at least {{ min_n }} notebooks) the test's result does not go with the rest of the notebook.
+Statuses: {% for k, v in meanings %}<code>{{ k }}</code> {{ v }}{% if not loop.last %}; {% endif %}{% endfor %}.</p>
+</body></html>"""
+
+
+SECTION = """\
+<h2 id='{{ s.anchor }}'>{{ s.title }}</h2>
 <p class='summary'><strong>{{ s.submissions }}</strong> submissions; mean <strong>{{ s.mean | num }}</strong> / {{ s.maximum | num }}, median {{ s.median | num }}, full marks {{ s.full_marks }}{% if s.attempts %}<br>under serve: {{ s.attempts.students }} students, {{ s.attempts.attempts }} attempts (median {{ s.attempts.median_attempts | num }}, most {{ s.attempts.max_attempts | num }} per student){% if s.attempts.median_wait is not none %}; feedback released after median {{ s.attempts.median_wait | secs }}, p95 {{ s.attempts.p95_wait | secs }}{% endif %}{% endif %}</p>
 {{ s.svg | safe }}
 <table><thead><tr><th>test</th><th class='n'>attempted</th><th class='n'>passed</th><th>pass %</th><th class='n'>mean points</th>\
@@ -759,11 +782,7 @@ Causes are the checks' own "likely cause" where a check gave one; otherwise the 
 {% endfor %}{% if t.groups_hidden %}<tr><td colspan='3' class='muted'>{{ t.groups_hidden }} more group(s) of {{ t.rows_hidden }} row(s): causes.csv</td></tr>{% endif %}
 </tbody></table></details></td></tr>{% endif %}
 {% endfor %}</tbody></table>
-{% endfor %}
-<p class='muted'>Discrimination: Pearson's r between a test's score and the rest of the notebook's score, over notebooks;
-under {{ flag_r }} (with at least {{ min_n }} notebooks) the test's result does not go with the rest of the notebook.
-Statuses: {% for k, v in meanings %}<code>{{ k }}</code> {{ v }}{% if not loop.last %}; {% endif %}{% endfor %}.</p>
-</body></html>"""
+"""
 
 
 def _num(x) -> str:
@@ -778,6 +797,7 @@ _env.filters["pct"] = lambda x: f"{x:.0f}%"
 _env.filters["r"] = lambda x: "-" if x is None else _r(x)
 _env.filters["secs"] = lambda x: f"{x:.1f} s" if x < 120 else f"{x / 60:.1f} min"
 _page = _env.from_string(PAGE)
+_section_t = _env.from_string(SECTION)
 
 
 def _clip(text: str | None) -> str | None:
@@ -828,70 +848,90 @@ def _anchor(*parts) -> str:
     return "t-" + re.sub(r"[^A-Za-z0-9_-]+", "-", "--".join(parts))[:120]
 
 
+# each section's HTML and flags by (section, place, --with-students, attempt figures): under
+# ``autograder serve`` only the notebook a submission changed is rendered again
+_HTML: dict = {}
+
+
 def render(sections: list[Section], *, source: str, with_students: bool, title: str) -> str:
-    views = []
+    parts: list = []
     all_flags: list = []
+    keep: set = set()
     for i, s in enumerate(sections):
-        s.svg = histogram_svg(list(s.totals.values()), s.maximum, salt=f"h{i}")
-        tests = []
-        for rank, t in enumerate(s.tests):
-            shown = t.groups[:CAUSES_SHOWN]
-            tv = {
-                **{
-                    k: getattr(t, k) for k in ("grade_id", "hidden", "flags", "attempted", "passed")
-                },
-                "pass_pct": t.pass_pct,
-                "mean_score": t.mean_score,
-                "max_score": t.max_score,
-                "discrimination": t.discrimination,
-                "not_implemented": t.not_implemented,
-                "statuses_sorted": sorted(t.statuses.items(), key=lambda kv: (-kv[1], kv[0])),
-                "failed": t.failed,
-                "groups": t.groups,
-                "groups_shown": [_group_view(g, t.failed, with_students) for g in shown],
-                "groups_hidden": len(t.groups) - len(shown),
-                "rows_hidden": sum(len(g.rows) for g in t.groups[CAUSES_SHOWN:]),
-                "first_pct": t.first_pct,
-                "last_pct": t.last_pct,
-                "to_full": t.to_full,
-                "median_to_full": float(statistics.median(t.to_full)) if t.to_full else None,
-                "reached": t.reached,
-                "tried": t.tried,
-                "anchor": _anchor(s.assignment, s.notebook, t.grade_id),
-                # open: the section's OPEN_FIRST hardest tests, flagged ones, a quarter failing
-                "open": rank < OPEN_FIRST or bool(t.flags) or 4 * t.failed >= t.attempted,
-            }
-            tests.append(tv)
-            if t.flags:
-                all_flags.append((s, tv, "; ".join(t.flags)))
-        views.append(
-            {
-                "title": s.title,
-                "anchor": _anchor(s.assignment, s.notebook),
-                "submissions": s.submissions,
-                "mean": s.mean,
-                "median": s.median,
-                "maximum": s.maximum,
-                "full_marks": s.full_marks,
-                "attempts": s.attempts,
-                "svg": s.svg,
-                "tests": tests,
-            }
-        )
-    notebooks = sum(s.submissions for s in sections)
+        figures = None
+        if s.attempts is not None:
+            figures = (
+                tuple(sorted(s.attempts.items())),
+                tuple((t.first_pct, t.last_pct, tuple(t.to_full), t.tried) for t in s.tests),
+            )
+        key = (id(s), i, with_students, figures)
+        hit = _HTML.get(key)
+        if hit is None or hit[0] is not s:
+            hit = _HTML[key] = (s, *_render_section(i, s, with_students))
+        keep.add(key)
+        parts.append(hit[1])
+        all_flags.extend(hit[2])
+    for key in set(_HTML) - keep:
+        del _HTML[key]
     return _page.render(
         title=title,
         style=STYLE,
         source=source,
         n_rows=sum(t.attempted for s in sections for t in s.tests),
-        n_notebooks=notebooks,
+        n_notebooks=sum(s.submissions for s in sections),
         with_students=with_students,
-        sections=views,
-        all_flags=[({"title": s.title}, t, f) for s, t, f in all_flags],
+        sections=parts,
+        all_flags=all_flags,
         flag_r=DISCRIMINATION_FLAG,
         min_n=MIN_FOR_FLAGS,
         meanings=[(s.value, s.meaning) for s in Status],
     )
+
+
+def _render_section(i: int, s: Section, with_students: bool) -> tuple[str, list]:
+    s.svg = histogram_svg(list(s.totals.values()), s.maximum, salt=f"h{i}")
+    tests, flagged = [], []
+    for rank, t in enumerate(s.tests):
+        shown = t.groups[:CAUSES_SHOWN]
+        tv = {
+            **{k: getattr(t, k) for k in ("grade_id", "hidden", "flags", "attempted", "passed")},
+            "pass_pct": t.pass_pct,
+            "mean_score": t.mean_score,
+            "max_score": t.max_score,
+            "discrimination": t.discrimination,
+            "not_implemented": t.not_implemented,
+            "statuses_sorted": sorted(t.statuses.items(), key=lambda kv: (-kv[1], kv[0])),
+            "failed": t.failed,
+            "groups": t.groups,
+            "groups_shown": [_group_view(g, t.failed, with_students) for g in shown],
+            "groups_hidden": len(t.groups) - len(shown),
+            "rows_hidden": sum(len(g.rows) for g in t.groups[CAUSES_SHOWN:]),
+            "first_pct": t.first_pct,
+            "last_pct": t.last_pct,
+            "to_full": t.to_full,
+            "median_to_full": float(statistics.median(t.to_full)) if t.to_full else None,
+            "reached": t.reached,
+            "tried": t.tried,
+            "anchor": _anchor(s.assignment, s.notebook, t.grade_id),
+            # open: the section's OPEN_FIRST hardest tests, flagged ones, a quarter failing
+            "open": rank < OPEN_FIRST or bool(t.flags) or 4 * t.failed >= t.attempted,
+        }
+        tests.append(tv)
+        if t.flags:
+            flagged.append(({"title": s.title}, tv, "; ".join(t.flags)))
+    view = {
+        "title": s.title,
+        "anchor": _anchor(s.assignment, s.notebook),
+        "submissions": s.submissions,
+        "mean": s.mean,
+        "median": s.median,
+        "maximum": s.maximum,
+        "full_marks": s.full_marks,
+        "attempts": s.attempts,
+        "svg": s.svg,
+        "tests": tests,
+    }
+    return _section_t.render(s=view), flagged
 
 
 # --------------------------------------------------------------------------- CSVs
