@@ -31,6 +31,14 @@ students of each cause group then, on the page and in ``causes.csv``.
 With ``autograder serve`` (``attempts``: its ``attempts.csv``, and results.jsonl rows carrying an
 ``attempt`` field) the figures are each notebook's last attempt, and the page adds, per test,
 attempts to full marks and the pass rate at the first and at the last attempt.
+
+For ``autograder serve``: after each graded submission, append its rows
+(``report.write_jsonl(OUT / "results.jsonl", rows, attempt=n, append=True)``), its line of
+``attempts.csv`` (student, assignment, attempt, submitted, seen, started, finished, released:
+ISO 8601 or seconds since the epoch), then call :func:`write_report` in the same long-lived
+process (once at start-up too: the imports and the first read are the slow part). It reads only
+what was appended since its last call and builds and draws again only the notebooks whose rows
+changed; each file is replaced whole (written aside, then renamed).
 """
 
 from __future__ import annotations
