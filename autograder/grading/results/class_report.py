@@ -402,6 +402,8 @@ def cause_of(r: Result) -> tuple[str, str]:
     if r.error == "NotImplementedError" and not message.strip():
         return STUB, "not implemented yet"
     line = normalise(_first_line(message))
+    if not line:
+        return EXCEPTION, f"{r.error} (no message)"
     return EXCEPTION, f"{r.error}: {line}" if r.error else line
 
 
@@ -1053,7 +1055,7 @@ def add_parser(subparsers):
     p = subparsers.add_parser(
         "report",
         help="the class at a glance: which tests fail and why (HTML page, tests.csv, causes.csv)",
-        description=__doc__.split("\n\n")[0].strip(),
+        description=__doc__.split("\n\n")[0].strip().replace("``", ""),
     )
     p.add_argument("grading_out", type=Path, help="the --out folder of autograder grade")
     p.add_argument(
