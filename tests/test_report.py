@@ -500,3 +500,31 @@ def test_a_rewrite_after_an_append_is_the_report_made_afresh(tmp_path):
         assert (warm.parent / name).read_bytes() == (fresh.parent / name).read_bytes(), name
     tests = read_csv(fresh.parent / "tests.csv")
     assert sum(int(r["attempted"]) for r in tests) == len(rows)  # the last attempt of each
+
+
+def test_a_stock_courses_rows_grouped_by_exception_and_normalised_message(tmp_path):
+    """No check parts (a stock nbgrader course): exception type and first line of the message,
+    numbers and addresses normalised; an empty message, and the release stub, said as such."""
+    messages = {
+        "a": "ValueError: bad value 3 at <Obj at 0x7f00aa>\nmore",
+        "b": "ValueError: bad value 15 at <Obj at 0x8b11ff>",
+        "c": "AssertionError",
+        "d": "AssertionError: ",
+        "e": "NameError: name 'fib' is not defined",
+        "f": "NotImplementedError",
+        "g": "",
+    }
+    rows = [Row(s, "ps1", "ps1", "test_fib", 0.0, 1.0, "ok") for s in messages]
+    for r in rows:
+        r.message = messages[r.student]
+        r.error = r.message.split(":")[0]
+    rows.append(Row("h", "ps1", "ps1", "test_fib", 1.0, 1.0, "ok"))
+    page = write_report(write_class(tmp_path / "out", rows))
+    got = {(r["kind"], r["cause"]): int(r["rows"]) for r in read_csv(page.parent / "causes.csv")}
+    assert got == {
+        ("exception", "ValueError: bad value # at <Obj at 0x…>"): 2,
+        ("exception", "AssertionError (no message)"): 2,
+        ("exception", "NameError: name 'fib' is not defined"): 1,
+        ("not-implemented", "not implemented yet"): 1,
+        ("exception", "no message"): 1,
+    }
