@@ -28,7 +28,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/00_start_here.ipynb
 LAB_ROOT ?= $(CURDIR)
 
-.PHONY: fuzz lab test test-fast lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
+.PHONY: bench-report fuzz lab test test-fast lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
@@ -43,6 +43,7 @@ help:
 	@echo "make lock     - rewrite requirements.lock from the installed .venv"
 	@echo "make fuzz     - differential fuzz vs stock nbgrader (FUZZ_ARGS=--n 50 --seed 1), report in artifacts/fuzz/"
 	@echo "make bench    - autograder grade vs stock nbgrader autograde on N submissions (BENCH_ARGS=--n 60)"
+	@echo "make bench-report - autograder report on a synthetic class of 4,000 notebooks (REPORT_BENCH_ARGS=...)"
 
 venv: $(STAMP)
 
@@ -114,6 +115,10 @@ fuzz: system-packages-test $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m autograder.grading.bench $(BENCH_ARGS)
+
+REPORT_BENCH_ARGS ?= --notebooks 4000
+bench-report: $(STAMP)
+	$(BIN)/python -m autograder.grading.bench_report $(REPORT_BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

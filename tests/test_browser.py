@@ -525,3 +525,42 @@ def test_self_check_from_the_terminal(lab, page):
     screen = text.inner_text()
     assert "2 of 2 functions pass their visible tests" in screen
     shot(page, "08-terminal-self-check.png")
+
+
+REPORT_SHOT = REPO / "artifacts" / "report" / "report.png"  # (artifacts/browser/ is the lab's)
+
+
+def test_class_report_page(browser, tmp_path):
+    """`autograder report`'s page in chromium, opened from disk: no request but the page itself
+    (and any the page tried would be refused by its Content-Security-Policy and logged as a
+    console error, which fails the test), no script, no dialog; student text with markup, a
+    script tag and formula-like values shows as text; one histogram (an inline SVG) per
+    notebook. The screenshot: artifacts/report/report.png."""
+    from autograder.grading.bench_report import synthetic_rows
+    from autograder.grading.results.class_report import write_report
+    from test_report import hostile_rows, write_class
+
+    rows = synthetic_rows(300, seed=4)
+    for r in hostile_rows():
+        r.assignment = r.notebook = "zz_hostile"
+        rows.append(r)
+    path = write_report(write_class(tmp_path / "out", rows), with_students=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 1400})
+    page = context.new_page()
+    requests, dialogs = [], []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    errors = collect_javascript_errors(page)
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    assert page.locator("script").count() == 0
+    assert page.locator("svg").count() == 6  # five assignments and the hostile one
+    hostile = page.locator("#t-zz_hostile--zz_hostile").locator("xpath=following-sibling::*")
+    assert hostile.get_by_text("<script>alert('x')</script>").count() >= 1
+    assert page.get_by_text("<b>stu</b>-").count() >= 1
+    page.wait_for_timeout(300)
+    REPORT_SHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(REPORT_SHOT))
+    context.close()
+    assert requests == [path.as_uri()], requests
+    assert not dialogs and not errors, (dialogs, errors)

@@ -418,6 +418,7 @@ class _NotebookRun:
                         "partial",
                         "error",
                         "message",
+                        "failure",
                         "status",
                         "output",
                         "seconds",
