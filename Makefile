@@ -28,7 +28,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/00_start_here.ipynb
 LAB_ROOT ?= $(CURDIR)
 
-.PHONY: fuzz lab test test-fast lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
+.PHONY: fuzz lab test test-fast lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench bench-serve clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
@@ -43,6 +43,7 @@ help:
 	@echo "make lock     - rewrite requirements.lock from the installed .venv"
 	@echo "make fuzz     - differential fuzz vs stock nbgrader (FUZZ_ARGS=--n 50 --seed 1), report in artifacts/fuzz/"
 	@echo "make bench    - autograder grade vs stock nbgrader autograde on N submissions (BENCH_ARGS=--n 60)"
+	@echo "make bench-serve - autograder serve: submit-to-feedback p50/p95, a burst, kill -9 mid-burst"
 
 venv: $(STAMP)
 
@@ -114,6 +115,11 @@ fuzz: system-packages-test $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m autograder.grading.bench $(BENCH_ARGS)
+
+# autograder serve: submit -> feedback times, a burst, a kill -9 mid-burst (figures in artifacts/)
+BENCH_SERVE_ARGS ?=
+bench-serve: system-packages-test $(STAMP)
+	$(BIN)/python -m autograder.grading.serve.bench $(BENCH_SERVE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -46,7 +46,7 @@ class ServeCourse:
         self.proc: subprocess.Popen | None = None
 
     # -- the service -----------------------------------------------------------------
-    def start(self, timeout=300):
+    def start(self, timeout=300, wait=True):
         log = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [
@@ -66,6 +66,8 @@ class ServeCourse:
             start_new_session=True,
         )
         log.close()
+        if not wait:
+            return self.proc
         deadline = time.monotonic() + timeout
         mark = self.log.read_text(errors="replace").count("] serving ")
         while time.monotonic() < deadline:

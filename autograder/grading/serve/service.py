@@ -20,6 +20,7 @@ import json
 import os
 import queue
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -240,6 +241,16 @@ class Service:
             entry = exchange.parse_name(name, assignments)
         except exchange.Refused as exc:
             self.refuse(sid, None, f"refused: {exc}", now)
+            return
+        try:
+            kind = os.lstat(path).st_mode
+        except OSError:
+            return  # gone again
+        if stat.S_ISLNK(kind) or not stat.S_ISDIR(kind):
+            what = "a symbolic link" if stat.S_ISLNK(kind) else "not a folder"
+            self.refuse(
+                sid, entry, f"refused: the submission is {what}: nothing of it was read", now
+            )
             return
         if not exchange.complete(path):
             try:
