@@ -18,6 +18,7 @@ SUBCOMMANDS = [
     "autograder.selfcheck",
     "autograder.progress",
     "autograder.learner.submit",
+    "autograder.learner.feedback",
     "autograder.figures",
 ]
 

@@ -17,6 +17,8 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -174,6 +176,16 @@ def test_real_submit_is_graded_and_fetch_feedback_gets_it(served):
     assert "failed" in row and "expected" not in row and "/ 1" not in row
     # the visible test's message is there: expected, found, likely cause
     assert "likely cause" in bob
+    # and in a terminal: autograder feedback (nbgrader fetch_feedback, the newest page as text)
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("autograder")), "feedback", A, "--student=alice"],
+        cwd=served.home("alice"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "hidden tests: 13 of 13 passed" in proc.stdout and "<" not in proc.stdout
 
 
 def test_scores_are_the_graders(served):

@@ -40,7 +40,7 @@ def make_app(service) -> tornado.web.Application:
     if hub:
         from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
 
-        class Base(HubOAuthenticated, tornado.web.RequestHandler):  # type: ignore[misc]
+        class Base(HubOAuthenticated, tornado.web.RequestHandler):
             def student(self):
                 user = self.current_user
                 return user.get("name") if user else None
