@@ -51,7 +51,7 @@ $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' \
 		|| { echo "Set PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --constraint requirements.lock --editable '.[dev]'
+	$(BIN)/python -m pip install --quiet --constraint requirements.lock --editable '.[dev,serve]'
 	touch $(STAMP)
 
 # LAB_ROOT: the folder JupyterLab serves (and where nbgrader's formgrader reads nbgrader_config.py).
