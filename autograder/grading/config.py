@@ -113,9 +113,7 @@ def load(root) -> CourseConfig:
             ignore=list(cd.ignore),
             max_file_size=int(cd.max_file_size),
             files=files,
-            exchange_root=str(
-                app.config.get("Exchange", {}).get("root", "/srv/nbgrader/exchange")
-            ),
+            exchange_root=str(app.config.get("Exchange", {}).get("root", "/srv/nbgrader/exchange")),
             serve=dict(app.config.get("AutograderServe", {})),
         )
     finally:
