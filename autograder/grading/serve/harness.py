@@ -141,6 +141,8 @@ class ServeCourse:
                 f"c.Exchange.root = {str(self.exchange)!r}\n"
                 f"c.Exchange.cache = {str(home / '.cache')!r}\n"
                 "c.CourseDirectory.course_id = 'autograd-inplace'\n"
+                # every student's server runs as this one OS user here: nbgrader's id is the login
+                f"c.CourseDirectory.student_id = {student!r}\n"
             )
         return home
 
