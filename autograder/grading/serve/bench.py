@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         n += 1
         return sc.put(student, a, {f"{nb}.ipynb": path.read_bytes()})
 
-    figures: dict = {"cpus": os.cpu_count(), "jobs": args.jobs}
+    figures: dict = {"cpus": os.cpu_count(), "jobs": args.jobs, "load_average": os.getloadavg()[0]}
     t = time.monotonic()
     sc.start(timeout=900)
     figures["start_s"] = round(time.monotonic() - t, 1)
@@ -142,7 +142,9 @@ def main(argv=None) -> int:
     finally:
         sc.stop()
     figures["scores"] = _same_scores(sc)
-    figures["hidden_test_lines_in_exchange"] = _leaks(sc)
+    found, checked = _leaks(sc)
+    figures["hidden_test_lines_in_exchange"] = found
+    figures["hidden_test_lines_checked"] = checked
     print(f"scores vs autograder grade: {figures['scores']}")
     print(f"hidden test lines in the exchange: {figures['hidden_test_lines_in_exchange']}")
     out = REPO / "artifacts" / "bench-serve.json"
@@ -191,7 +193,7 @@ def _same_scores(sc) -> dict:
     }
 
 
-def _leaks(sc) -> int:
+def _leaks(sc) -> tuple[int, int]:
     import nbformat
 
     lines = set()
@@ -205,11 +207,18 @@ def _leaks(sc) -> int:
             ):
                 hidden = cell.source.split("BEGIN HIDDEN TESTS", 1)[1]
                 lines |= {ln.strip() for ln in hidden.splitlines() if len(ln.strip()) >= 20}
+    # a line the released notebook also holds (a visible test's hint that a hidden test repeats)
+    # is no secret: the student has it
+    released = "".join(
+        json.dumps(nbformat.read(p, as_version=4).cells)
+        for p in sc.course.root.glob("exercises/*/*.ipynb")
+    )
+    lines = {ln for ln in lines if json.dumps(ln)[1:-1] not in released}
     found = 0
     for page in (sc.exchange / "autograd-inplace" / "feedback").iterdir():
         text = page.read_text(errors="replace")
         found += sum(line in text for line in lines)
-    return found
+    return found, len(lines)
 
 
 if __name__ == "__main__":
