@@ -5,6 +5,12 @@ once into .venv/node) starts the service from its own `c.JupyterHub.services` en
 documents. A student's API token reaches `/services/autograder/api/me` through the proxy and gets
 that student's own last result (hidden tests as the policy shows them, no test source); another
 student gets only theirs; a request without a login is sent to the hub's OAuth.
+
+In Debian's chromium (marker browser), a student logs in, the hub spawns their JupyterLab on this
+machine (SimpleLocalProcessSpawner), they open nbgrader's Assignment List, Fetch exercise 1,
+(answer it: the solution written into the fetched copy), click Submit, then Fetch Feedback
+seconds later, and open the status page through the hub's OAuth: their own result.
+Screenshots in artifacts/browser/serve-*.png.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import pytest
 
 from autograder.course import SOLUTIONS
 from autograder.grading.serve.harness import ServeCourse
+from test_browser import ARTIFACTS, CHROMIUM_ARGS, _chromium, _write_settings, menu
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_bubblewrap")]
 
@@ -33,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 A = "01_relu_inplace"
 NB = f"{A}.ipynb"
 CHP_VERSION = "5.3.0"
+TIMEOUT_MS = 240_000
 
 
 def _port():
@@ -147,7 +155,24 @@ def hub(tmp_path_factory):
     pytest.importorskip("jupyterhub")  # the `serve` extra (pyproject.toml): make venv installs it
     root = tmp_path_factory.mktemp("hub")
     sc = ServeCourse(root / "x", [A], policy={"cooldown": 0})
-    proc, url, admin = start_hub(root, sc)
+    settings = root / "lab-settings"
+    _write_settings(settings)
+    bindir = str(Path(sys.executable).parent)
+    spawner = f"""
+c.Authenticator.allow_all = True
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = {str(sc.root / "home" / "{username}")!r}
+c.Spawner.cmd = [{str(Path(bindir) / "jupyterhub-singleuser")!r}]
+c.Spawner.args = ["--allow-root"]
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = 300
+c.Spawner.http_timeout = 300
+c.Spawner.environment = {{"PATH": {bindir + os.pathsep + os.environ["PATH"]!r},
+                          "JUPYTERLAB_SETTINGS_DIR": {str(settings)!r}}}
+"""
+    for student in ("alice", "bob", "carol"):
+        sc.home(student)  # nbgrader_config.py: the exchange, the course, the login
+    proc, url, admin = start_hub(root, sc, spawner)
     try:
         sc.put("alice", A, {NB: (SOLUTIONS / A / NB).read_bytes()})
         sc.wait_final(1, timeout=300)
@@ -156,7 +181,7 @@ def hub(tmp_path_factory):
             _api(url, admin, "POST", f"/users/{student}")
             tokens[student] = _api(url, admin, "POST", f"/users/{student}/tokens", {})["token"]
         port = int(url.rsplit(":", 1)[1])
-        yield {"port": port, "tokens": tokens, "log": root / "hub.log", "course": sc}
+        yield {"url": url, "port": port, "tokens": tokens, "log": root / "hub.log", "course": sc}
     finally:
         stop_hub(proc)
 
@@ -182,3 +207,58 @@ def test_queue_length_and_no_login_goes_to_the_hub(hub):
     assert status == 200 and json.loads(body)["queued"] == 0
     status, location, _ = _get(hub["port"], "/services/autograder/api/me")
     assert status == 302 and "/hub/api/oauth2/authorize" in location
+
+
+def shot(page, name):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name))
+
+
+@pytest.mark.browser
+def test_submit_then_fetch_feedback_in_jupyterlab(hub):
+    from playwright.sync_api import sync_playwright
+
+    url, sc = hub["url"], hub["course"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        try:
+            page.goto(f"{url}/hub/login")
+            page.fill("input[name=username]", "carol")
+            page.fill("input[name=password]", "any")
+            page.click("input[type=submit], button[type=submit]")
+            page.wait_for_url("**/user/carol/lab**")
+            page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").first.wait_for()
+            menu(page, "Nbgrader", "Assignment List")
+            page.get_by_role("button", name="Fetch", exact=True).first.click()
+            fetched = sc.home("carol") / A / NB
+            deadline = time.monotonic() + 120
+            while not fetched.exists():
+                assert time.monotonic() < deadline, "Fetch did not fetch the assignment"
+                time.sleep(0.2)
+            shutil.copy(SOLUTIONS / A / NB, fetched)  # the student's answers
+            shot(page, "serve-1-fetched.png")
+            page.get_by_role("button", name="Submit", exact=True).first.click()
+            rows = sc.wait_final(2, timeout=300)
+            carol = next(r for r in rows if r["student"] == "carol")
+            assert carol["score"] == carol["max_score"]
+            page.get_by_role("button", name="Fetch Feedback").first.click()
+            deadline = time.monotonic() + 120
+            folder = sc.home("carol") / A / "feedback"
+            while not list(folder.glob("*/*.html")):
+                assert time.monotonic() < deadline, "Fetch Feedback fetched nothing"
+                time.sleep(0.2)
+            page.wait_for_timeout(1000)
+            shot(page, "serve-2-feedback-fetched.png")
+            text = next(folder.glob("*/*.html")).read_text()
+            assert "hidden tests: 13 of 13 passed" in text and "Attempt 1 of 20" in text
+            page.goto(f"{url}/services/autograder/api/me")  # through the hub's OAuth
+            me = json.loads(page.locator("body").inner_text())
+            assert me["student"] == "carol" and me["last"][0]["attempt"] == 1
+            shot(page, "serve-3-status.png")
+        except BaseException:
+            shot(page, "serve-failed.png")
+            raise
+        finally:
+            browser.close()
