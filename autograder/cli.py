@@ -14,10 +14,12 @@ import sys
 SUBCOMMANDS = [
     "autograder.grading.command",
     "autograder.grading.results.class_report",
+    "autograder.grading.serve.command",
     "autograder.grading.intake.zipcollect",
     "autograder.selfcheck",
     "autograder.progress",
     "autograder.learner.submit",
+    "autograder.learner.feedback",
     "autograder.figures",
 ]
 
