@@ -453,6 +453,7 @@ class _NotebookRun:
                         "partial",
                         "error",
                         "message",
+                        "failure",
                         "status",
                         "output",
                         "seconds",
