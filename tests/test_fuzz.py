@@ -9,11 +9,11 @@ are `xfail(strict=True)` with their item, so each test flips to a failure, and m
 the day its class is fixed. The report (counts, every disagreement with idiom, cell, both scores
 and our status) is written to artifacts/fuzz/fixed-budget.txt.
 
-Known classes the fixed budget reproduces today (xfail): a multiprocessing ThreadPool made in an
-earlier cell (item 5: timeout), ~2,100+ globals in a student's answer (item 6: 0, status ok), a
-72 MB float64 array or tensor returned (item 7: observation-error), a test rebinding a helper the
-student's answer uses (item 9: ours 1, stock 0), and grader-error rows with exit 0 (item 6's exit
-status). Known classes it generates and finds graded as stock, so asserted: star imports (math and
+Classes the fixed budget reproduced before grading v4 and now finds graded as stock: a
+multiprocessing ThreadPool made in an earlier cell (item 5), ~2,100+ globals in a student's answer
+(item 6), a 72 MB float64 array or tensor returned (item 7), a test rebinding a helper the
+student's answer uses (item 9): each notebook is graded in one kernel (`in-kernel`), decided while
+grading it. Still xfail: grader-error rows with exit 0 (item 6's exit status). Known classes it generates and finds graded as stock, so asserted: star imports (math and
 numpy, in the solution or only in a student's answer), a concurrent.futures pool and a thread from
 an earlier cell, a generator passed into student code (calibration grades that notebook in one
 kernel). A looping first cell in a notebook graded in one kernel (item 10, reported not
@@ -34,13 +34,7 @@ pytestmark = pytest.mark.usefixtures("needs_bubblewrap")
 REPORT = Path(__file__).resolve().parents[1] / "artifacts" / "fuzz" / "fixed-budget.txt"
 
 # idiom -> issue 26 item: graded below (or above) stock today, in the fixed budget
-FAILING_IDIOMS = {
-    "threadpool_earlier": 5,
-    "many_globals": 6,
-    "numpy_large": 7,
-    "torch_large": 7,
-    "test_forbids_helper": 9,
-}
+FAILING_IDIOMS: dict = {}  # (items 5, 6, 7, 9: graded in one kernel when the judge cannot carry them)
 # hostile vector -> issue 26 item: a wrong answer that attacks this way scores above its honest twin today
 FAILING_VECTORS = {}
 
