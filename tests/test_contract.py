@@ -163,8 +163,9 @@ def test_the_invariant_is_checked_after_every_call(sub):
     s.ns["expected"] = 1
     s.edits()
     s.ns["expected"] = 2  # what only a bug in the judge could do between send and reply
-    with pytest.raises(AssertionError):
+    with pytest.raises(StudentProcessError) as info:
         s.rebind(None)
+    assert info.value.status == "grader-error" and info.value in judge.PROBLEMS
 
 
 def test_generated_hostile_reports_never_touch_the_tests_names_or_objects(sub):
@@ -226,7 +227,11 @@ def test_invariant_cost_per_call(sub):
 
 def test_reads_are_static_names_found_by_compiling():
     items = [
-        ["cell", 0, "from sklearn.cluster import KMeans\nx = 3\n\ndef km(d):\n    return KMeans(d)"],
+        [
+            "cell",
+            0,
+            "from sklearn.cluster import KMeans\nx = 3\n\ndef km(d):\n    return KMeans(d)",
+        ],
         ["test", 0],
         ["cell", 1, "def sneaky():\n    return globals()['expected']\n%timeit km(helper)"],
         ["cell", 2, "y = torch.randn(2)\nprint(y, data)"],

@@ -261,6 +261,10 @@ class Calibration:
                 self.modes[(a, nb.name)] = m
                 if not nb.tests:
                     continue
+                if getattr(self.course.config, "mode", "judge") == "kernel":
+                    m.reasons = {
+                        "(every test cell)": "the course's AutograderGrade.mode is 'kernel'"
+                    }
                 if m.reasons:
                     m.mode = KERNEL
                 first.append(source_submission(nb))

@@ -224,7 +224,7 @@ class Submission:
         self.exports = _names(code.get("exports")) & BUILTIN_NAMES
         self.kernel = None  # why this notebook is graded in one kernel (decided while grading)
         self.dropped: list = []  # student writes aimed at test-owned names (review.txt)
-        self.decoded: dict = {}  # id -> object the judge decoded from the student (kept alive)
+        self.decoded: dict = {}  # name -> the container the judge decoded from the student for it
         self.snapshot: dict = {}  # the test's bindings when the current call was sent
         self.checks = [0, 0.0]  # invariant checks made, seconds spent
 
@@ -318,8 +318,14 @@ class Submission:
         started = time.perf_counter()
         ns = self.ns
         for name, value in self.snapshot.items():
-            if ns.get(name, _GONE) is not value:
-                raise AssertionError(f"the judge let a student's report change the test's {name!r}")
+            if ns.get(name, _GONE) is not value:  # a bug of the judge's: the row says so
+                from autograder.remote import StudentProcessError
+
+                error = StudentProcessError(
+                    "grader-error", f"the judge let a student's report change the test's {name!r}"
+                )
+                PROBLEMS.append(error)
+                raise error
         self.checks[0] += 1
         self.checks[1] += time.perf_counter() - started
 
@@ -341,10 +347,21 @@ class Submission:
     def _decode(self, info):
         from autograder.wire import observation
 
-        value = observation.Decoder().decode(info.get("value"))
-        if type(value) in (list, dict, set) or type(value).__name__ == "ndarray":
-            self.decoded[id(value)] = value
-        return value
+        return observation.Decoder().decode(info.get("value"))
+
+    def _bind(self, name, value, decoded=False):
+        """Bind a student-owned name; ``decoded``: an object the judge decoded from the student
+        (the only kind a later report may change in place)."""
+        self.ns[name] = value
+        self.bound[name] = value
+        if decoded and (type(value) in (list, dict, set) or type(value).__name__ == "ndarray"):
+            self.decoded[name] = value
+        else:
+            self.decoded.pop(name, None)
+
+    def _unbind(self, name):
+        self.bound.pop(name, None)
+        self.decoded.pop(name, None)
 
     def bind(self, names, complete=True):
         """Bind the student's names for the next test: student-owned names only (a name the
@@ -361,7 +378,7 @@ class Submission:
         for name in set(self.bound) - set(names):
             if self.ns.get(name, _GONE) is self.bound[name]:
                 self.ns.pop(name, None)
-            del self.bound[name]
+            self._unbind(name)
         for name, info in names.items():
             if (
                 type(name) is not str
@@ -399,8 +416,7 @@ class Submission:
                 raise StudentProcessError(
                     "tampered", "the student's process sent a names report that is not genuine"
                 )
-            self.ns[name] = value
-            self.bound[name] = value
+            self._bind(name, value, decoded=kind == "value")
 
     def rebind(self, names):
         """After each call: what it bound, rebound, deleted or changed in place among the
@@ -433,19 +449,18 @@ class Submission:
                     continue
                 if kind == "deleted":
                     self.ns.pop(name, None)
-                    self.bound.pop(name, None)
+                    self._unbind(name)
                     self.reported.pop(name, None)
                     continue
                 if kind == "value":
                     old = self.bound.get(name)
                     new = self._decode(info)
-                    value = _in_place(old, new) if id(old) in self.decoded else new
+                    value = _in_place(old, new) if self.decoded.get(name) is old else new
                 elif kind == "callable":
                     value = Remote((name,), _handle_info(info))
                 else:
                     continue  # (a module a call imported: the next test's report binds it)
-                self.ns[name] = value
-                self.bound[name] = value
+                self._bind(name, value, decoded=kind == "value")
                 self.reported[name] = info
         self.check_invariant()
 

@@ -104,13 +104,19 @@ class SourceNotebook:
 
         from autograder.grading.host.reads import bound_names
 
+        cached = self.__dict__.get("_exports")
+        if cached is not None:
+            return cached
         tests = {t.source for t in self.tests}
         names: set = set()
         for c in self.nb.get("cells", []):
             source = c.get("source", "")
             if c.get("cell_type") == "code" and isinstance(source, str) and source not in tests:
                 names |= bound_names(source)
-        return sorted(n for n in names if hasattr(builtins, n) and not n.startswith("__"))
+        self.__dict__["_exports"] = sorted(
+            n for n in names if hasattr(builtins, n) and not n.startswith("__")
+        )
+        return self.__dict__["_exports"]
 
 
 def _meta(cell) -> dict:
