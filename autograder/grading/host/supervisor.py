@@ -365,7 +365,10 @@ class _NotebookRun:
             if type(ks) is list and all(type(k) is int for k in ks):
                 self.test_process = True
                 self._run_tests(ks)
-            self.z.send({"op": "continue"})
+            if self.kernel is not None:  # graded again in one kernel: the rest would be wasted
+                self.z.send({"op": "abort"})
+            else:
+                self.z.send({"op": "continue"})
             self.test_process = False
         elif kind == "garbled":
             self.garbled = True
