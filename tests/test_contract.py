@@ -142,6 +142,17 @@ def test_a_test_rebinding_a_name_student_code_reads_needs_one_kernel(sub):
     s.edits()
 
 
+def test_a_test_deleting_or_swapping_student_names_stays_in_the_judge(sub):
+    """nbgrader's `del squares` / `squares = cubes` before calling `sum_of_squares`: the edit
+    travels with the call (a student's own objects, by name), no kernel needed."""
+    s = sub({"functions": ["squares", "cubes"]})
+    s.bind({"squares": handle(), "cubes": handle(), "sum_of_squares": handle()})
+    s.ns["squares"] = s.ns["cubes"]
+    assert s.edits()["squares"] is s.ns["cubes"]
+    del s.ns["squares"]
+    assert s.edits()["squares"] == remote.DELETED
+
+
 def test_a_later_cell_reading_a_test_name_needs_one_kernel(sub):
     s = sub({"later": {"0": ["helper"]}, "cells_after": [0]})
     s.bind({})

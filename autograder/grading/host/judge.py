@@ -256,8 +256,8 @@ class Submission:
             return False
         from autograder.remote import Remote
 
-        if type(now) is Remote:  # another of the student's own objects: edits() sends it
-            return not (now._path == (name,) or now._path[0] != "$kept")
+        if type(now) is Remote:  # another of the student's own objects (edits() sends it to calls)
+            return now._path != (name,)
         if now is _GONE:  # deleted: edits() sends the deletion
             return False
         ref = entry.get("ref")

@@ -342,9 +342,12 @@ class _NotebookRun:
         if "error" in result:
             raise WorkerFailure(result["error"])
         n = len(self.task["tests"])
-        result["tests"] = [
-            self.tests.get(k, {"passed": False, "status": "not-run"}) for k in range(n)
-        ]
+        missing = (
+            {"passed": False, "status": "not-run"}
+            if self.kernel is None
+            else {"passed": False, "status": NEEDS_KERNEL, "message": f"not run: {self.kernel}"}
+        )
+        result["tests"] = [self.tests.get(k, dict(missing)) for k in range(n)]
         result["garbled"] = bool(result.get("garbled")) or self.garbled
         result["restored"] = self.restored
         if self.kernel is not None:
