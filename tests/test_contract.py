@@ -154,8 +154,10 @@ def test_a_test_deleting_or_swapping_student_names_stays_in_the_judge(sub):
 
 
 def test_a_later_cell_reading_a_test_name_needs_one_kernel(sub):
-    s = sub({"later": {"0": ["helper"]}, "cells_after": [0]})
-    s.bind({})
+    s = sub({"later": {"0": ["helper", "CAUSES"]}, "cells_after": [0]})
+    s.bind({"CAUSES": value(("a", "b"))})
+    s.ns["CAUSES"] = ("a", "b")  # the same value again: nothing a later cell could tell apart
+    s._after_test(0)
     s.ns["helper"] = object()  # test 0 defines a helper that a later student cell uses
     assert "helper" in needs_kernel(s._after_test, 0)
 

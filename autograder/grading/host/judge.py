@@ -190,6 +190,7 @@ class _Capture(io.TextIOBase):
 
 
 BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("__"))
+PLAIN = (int, float, str, bool, bytes, complex, tuple, list, dict, set, frozenset, type(None))
 NEEDS_KERNEL = "needs-kernel"  # a verdict's status: this notebook must be graded in one kernel
 
 
@@ -263,9 +264,9 @@ class Submission:
         ref = entry.get("ref")
         if type(ref) is str and ref and _reference(now) == ref:
             return False  # the same library object (`from math import sqrt` on both sides)
-        if type(old) is type(now) and type(now) in (int, float, str, bool, bytes, complex):
+        if type(old) is type(now) and type(now) in PLAIN:  # an equal value (`CAUSES = (...)`)
             try:
-                return bool(old != now)
+                return not bool(old == now)
             except Exception:  # noqa: BLE001
                 return True
         if isinstance(now, types.ModuleType) and isinstance(old, types.ModuleType):
