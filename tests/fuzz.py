@@ -7,8 +7,9 @@ nbgrader courses from a grammar of everyday idioms (``IDIOMS``): functions mutat
 state, classes, closures, generators, star imports, threads and pools made in an earlier cell,
 many globals, helpers shadowing builtins, numpy and torch values of several dtypes and size
 classes, names a test cell defines and a later cell uses, tests iterating lists while calling
-student code, tests rebinding a name the student's code reads, ``while True`` loops and crashes in
-student cells. Each generated course is one assignment: a source notebook per group of idioms
+student code, tests rebinding a name the student's code reads, a memo global named like a test's
+own name (``result``, ``expected``), numpy and torch values of every size class the wire has
+(0-d, 1, 4,096, 4,097, 200,000 elements), ``while True`` loops and crashes in student cells. Each generated course is one assignment: a source notebook per group of idioms
 (solution cells, test cells with points) and 2-4 students derived from it (``right``, ``wrong``,
 ``partly`` right, ``crash``ing: a cell raising before or after its definitions, or looping forever).
 

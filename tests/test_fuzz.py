@@ -18,7 +18,8 @@ numpy, in the solution or only in a student's answer), a concurrent.futures pool
 an earlier cell, a generator passed into student code (calibration grades that notebook in one
 kernel). A looping first cell in a notebook graded in one kernel (item 10, reported not
 repeatable) is in the long run only, skipped here with that reason. Every hostile vector fools
-stock nbgrader and none gains a point here.
+stock nbgrader and none gains a point here (grading v4: each of its writes to a test-owned name is
+dropped, every row `ok`).
 """
 
 from __future__ import annotations
