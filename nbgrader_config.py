@@ -37,3 +37,9 @@ c.Execute.timeout = 120
 # Deleted or metadata-stripped graded cells are restored from the source instead of
 # silently scoring 0 "needs manual grade".
 c.OverwriteCells.add_missing_cells = True
+
+# `autograder grade` only: "judge" (the default: calibration decides per notebook; the judge, a
+# process that never runs student code, grades what it can carry, one kernel the rest) or
+# "kernel" (every notebook in one kernel in the warm sandbox: stock semantics, stock trust).
+# README, "Grading any nbgrader course".
+c.AutograderGrade.mode = "judge"

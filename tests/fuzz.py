@@ -7,8 +7,9 @@ nbgrader courses from a grammar of everyday idioms (``IDIOMS``): functions mutat
 state, classes, closures, generators, star imports, threads and pools made in an earlier cell,
 many globals, helpers shadowing builtins, numpy and torch values of several dtypes and size
 classes, names a test cell defines and a later cell uses, tests iterating lists while calling
-student code, tests rebinding a name the student's code reads, ``while True`` loops and crashes in
-student cells. Each generated course is one assignment: a source notebook per group of idioms
+student code, tests rebinding a name the student's code reads, a memo global named like a test's
+own name (``result``, ``expected``), numpy and torch values of every size class the wire has
+(0-d, 1, 4,096, 4,097, 200,000 elements), ``while True`` loops and crashes in student cells. Each generated course is one assignment: a source notebook per group of idioms
 (solution cells, test cells with points) and 2-4 students derived from it (``right``, ``wrong``,
 ``partly`` right, ``crash``ing: a cell raising before or after its definitions, or looping forever).
 
@@ -427,6 +428,71 @@ def torch_large(rng, uid, side=None):
     )
 
 
+def memo_like_test_name(rng, uid):
+    """Honest code reusing a name a test also binds: a memo global called `result` (or
+    `expected`, `out`) that the student's function reads and updates; the test binds the same
+    name, then calls the function again (one kernel hands the function the test's object)."""
+    memo = rng.choice(["result", "expected", "out", "cache"])
+    fn = _name(rng, "fib")
+    n1, n2 = rng.randrange(5, 12), rng.randrange(12, 20)
+
+    def fib(n):
+        a, b = 0, 1
+        for _ in range(n):
+            a, b = b, a + b
+        return a
+
+    right = (
+        f"{memo} = {{0: 0, 1: 1}}\n\n\ndef {fn}(n):\n    if not isinstance({memo}, dict):\n"
+        f"        return {fn}_plain(n)\n    if n not in {memo}:\n        {memo}[n] = {fn}(n - 1) + {fn}(n - 2)\n"
+        f"    return {memo}[n]\n\n\ndef {fn}_plain(n):\n    a, b = 0, 1\n    for _ in range(n):\n"
+        f"        a, b = b, a + b\n    return a"
+    )
+    wrong = f"def {fn}(n):\n    return n * n"
+    test1 = f"{memo} = {fn}({n1})\nassert {memo} == {fib(n1)}, {memo}"
+    test2 = f"assert {fn}({n2}) == {fib(n2)}\nassert {memo} == {fib(n1)}"
+    return Unit(
+        "memo_like_test_name",
+        [
+            Answer(f"{uid}_ans", right, wrong),
+            ("test", f"{uid}_t1", test1, 1),
+            ("test", f"{uid}_t2", test2, 1),
+        ],
+    )
+
+
+def value_sizes(rng, uid):
+    """numpy and torch values of every size class the wire has: 0-d, one element, the names
+    report's cheap bound (4,096 elements) and one past it, 200,000 elements; any dtype; returned by
+    a call and held in a global the test reads."""
+    lib = rng.choice(["numpy", "torch"])
+    n = rng.choice([0, 1, 4096, 4097, 200_000])
+    fn, glob = _name(rng, "ramp"), _name(rng, "grid")
+    if lib == "numpy":
+        dtype = rng.choice(NP_DTYPES)
+        make = f"np.ones({n}).astype(np.{dtype})" if n else f"np.array(1, dtype=np.{dtype})"
+        right = f"import numpy as np\n{glob} = {make}\n\n\ndef {fn}():\n    return {make}"
+        wrong = right.replace(f"return {make}", "return np.zeros(3)")
+        test = (
+            f"import numpy as np\nv = {fn}()\nassert v.dtype == np.{dtype} and v.shape == {glob}.shape\n"
+            f"np.testing.assert_array_equal(v, {glob})\nassert {glob}.size == {max(n, 1)}"
+        )
+    else:
+        dtype = rng.choice(TORCH_DTYPES)
+        make = (
+            f"torch.ones({n}, dtype=torch.{dtype})"
+            if n
+            else f"torch.tensor(1, dtype=torch.{dtype})"
+        )
+        right = f"import torch\n{glob} = {make}\n\n\ndef {fn}():\n    return {make}"
+        wrong = right.replace(f"return {make}", "return torch.zeros(3)")
+        test = (
+            f"import torch\nv = {fn}()\nassert v.dtype == torch.{dtype} and v.shape == {glob}.shape\n"
+            f"assert torch.equal(v, {glob})\nassert {glob}.numel() == {max(n, 1)}"
+        )
+    return Unit("value_sizes", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
+
+
 def test_defined_name(rng, uid):
     base, fn = _name(rng, "BASE"), _name(rng, "shift")
     v, x = rng.randrange(2, 30), rng.randrange(2, 30)
@@ -576,6 +642,8 @@ IDIOMS = {
     "torch_small": Idiom(torch_small),
     "torch_large": Idiom(torch_large, True, True),
     "test_defined_name": Idiom(test_defined_name, True),
+    "memo_like_test_name": Idiom(memo_like_test_name, True),
+    "value_sizes": Idiom(value_sizes),
     "test_iterates_list": Idiom(test_iterates_list),
     "test_rebinds_config": Idiom(test_rebinds_config, True),
     "test_forbids_helper": Idiom(test_forbids_helper, True),

@@ -37,6 +37,9 @@ THIRD_PARTY = {
         {"ana": 15, "bo": 8, "chen": 4, "dan": 1, "eve": 14, "finn": 12, "gil": 11},
         {("bo", "test_countdown_lazy"): "memory-limit"},
     ),
+    # grading v4: what the judge cannot carry (a test forbidding a helper the student's code reads,
+    # a pool from an earlier cell, 2,100 globals; a generator passed in, a 72 MB array returned)
+    "contract": ("hw1", {"ada": 6, "ben": 3, "cai": 0, "dee": 6}, {}),
 }
 USER_GUIDE = Path(nbgrader.__file__).parent / "docs" / "source" / "user_guide"
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
@@ -162,8 +165,9 @@ def test_third_party_course_gets_exactly_nbgrader_autograde_scores(stats101):
 def test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scores(name, tmp_path):
     """phys210: numpy arrays, np.testing, a matplotlib Axes returned, partial credit, a warning on stderr;
     cs101: classes and instances, generators, closures, a helper a test cell defines and a later answer uses,
-    `globals()`, printed output captured, a magic. Every cell's score is stock nbgrader's; the notebooks
-    whose tests the judge cannot run as one kernel would are graded in one kernel (calibration.txt)."""
+    `globals()`, printed output captured, a magic; contract: what the judge cannot carry (issue 26).
+    Every cell's score is stock nbgrader's; the notebooks whose tests the judge cannot run as one
+    kernel would are graded in one kernel (calibration.txt, or decided while grading: review.txt)."""
     assignment, totals, other_status = THIRD_PARTY[name]
     stock, ours = tmp_path / "stock", tmp_path / "ours"
     shutil.copytree(COURSES / name, stock)
@@ -186,6 +190,14 @@ def test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scor
     assert got_totals == totals
     calibration = (ours / "out" / "calibration.txt").read_text()
     assert f"{assignment}/" in calibration and "calibration:" in proc.stdout
+    if name == "contract":  # decided while grading, named in review.txt; the rest in the judge
+        review = (ours / "out" / "review.txt").read_text()
+        assert "ben/hw1/basics: in-kernel (decided while grading: a test rebinds 'fmean'" in review
+        assert "dee/hw1/basics: in-kernel (decided while grading: " in review
+        status = {(r["student"], r["notebook"]): r["status"] for r in got}
+        assert status[("ada", "basics")] == status[("cai", "basics")] == "ok"
+        assert status[("ben", "basics")] == status[("dee", "basics")] == "in-kernel"
+        assert "hw1/carry: in-kernel" in calibration
 
 
 @pytest.mark.usefixtures("needs_bubblewrap")  # grades: the sandbox

@@ -9,18 +9,19 @@ are `xfail(strict=True)` with their item, so each test flips to a failure, and m
 the day its class is fixed. The report (counts, every disagreement with idiom, cell, both scores
 and our status) is written to artifacts/fuzz/fixed-budget.txt.
 
-Known classes the fixed budget reproduces today (xfail): a multiprocessing ThreadPool made in an
-earlier cell (item 5: timeout), ~2,100+ globals in a student's answer (item 6: 0, status ok), a
-72 MB float64 array or tensor returned (item 7: observation-error), a test rebinding a helper the
-student's answer uses (item 9: ours 1, stock 0). Any grader-error row makes the run exit 3.
-Known classes it generates and finds graded as stock, so asserted: star imports (math and
-numpy, in the solution or only in a student's answer), a concurrent.futures pool and a thread from
-an earlier cell, a generator passed into student code (calibration grades that notebook in one
-kernel). A looping first cell in a notebook graded in one kernel (item 10: a grader started
-with SIGINT ignored never interrupted it; the zygote now sets its own handler) is graded in
-tests/test_limits.py, and in the long run here (fuzz.LONG_RUN_ONLY: the fixed budget's seeded deal
-leaves it out). Every hostile vector fools
-stock nbgrader and none gains a point here.
+Classes the fixed budget reproduced before grading v4 and now finds graded as stock: a
+multiprocessing ThreadPool made in an earlier cell (item 5), ~2,100+ globals in a student's answer
+(item 6), a 72 MB float64 array or tensor returned (item 7), a test rebinding a helper the
+student's answer uses (item 9): each notebook is graded in one kernel (`in-kernel`), decided while
+grading it. Any grader-error row makes the run exit 3. Known classes it generates and finds graded
+as stock, so asserted: star imports (math and numpy, in the solution or only in a student's
+answer), a concurrent.futures pool and a thread from an earlier cell, a generator passed into
+student code (calibration grades that notebook in one kernel). A looping first cell in a notebook
+graded in one kernel (item 10: a grader started with SIGINT ignored never interrupted it; the
+zygote now sets its own handler) is graded in tests/test_limits.py, and in the long run here
+(fuzz.LONG_RUN_ONLY: the fixed budget's seeded deal leaves it out). Every hostile vector fools
+stock nbgrader and none gains a point here (grading v4: each of its writes to a test-owned name is
+dropped, every row `ok`).
 """
 
 from __future__ import annotations
@@ -36,13 +37,7 @@ pytestmark = pytest.mark.usefixtures("needs_bubblewrap")
 REPORT = Path(__file__).resolve().parents[1] / "artifacts" / "fuzz" / "fixed-budget.txt"
 
 # idiom -> issue 26 item: graded below (or above) stock today, in the fixed budget
-FAILING_IDIOMS = {
-    "threadpool_earlier": 5,
-    "many_globals": 6,
-    "numpy_large": 7,
-    "torch_large": 7,
-    "test_forbids_helper": 9,
-}
+FAILING_IDIOMS: dict = {}  # (items 5, 6, 7, 9: graded in one kernel when the judge cannot carry them)
 # hostile vector -> issue 26 item: a wrong answer that attacks this way scores above its honest twin today
 FAILING_VECTORS = {}
 

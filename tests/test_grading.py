@@ -316,10 +316,15 @@ def test_patched_torch_is_put_back_and_the_student_told(hostile):
 
 
 def test_review_lists_exactly_the_notebooks_with_a_status_other_than_ok(hostile):
+    """... and those whose code wrote names the test owns (dropped: never a status)."""
     review = (hostile["out"] / "review.txt").read_text()
     listed = {line.split("/")[0] for line in review.splitlines() if line}
     flagged = {r["student"] for r in hostile["rows"] if r["status"] != "ok"}
-    assert listed == flagged
+    wrote = {line.split("/")[0] for line in review.splitlines() if "names the test owns" in line}
+    assert listed == flagged | wrote
+    assert {"writes-test-globals", "rebinds-test-checks"} <= wrote
+    assert "honest-memo-global-named-result" in flagged  # in-kernel: decided while grading
+    assert "shadows-builtins" not in listed
     assert {"forged-result", "frame-trace-skip", "invalid-json"} <= listed
     assert "sys-exit" not in listed and "monkeypatch-allclose" not in listed
 

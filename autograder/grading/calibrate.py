@@ -208,8 +208,19 @@ class Calibration:
 
     # -- what the grading pipeline asks ---------------------------------------------
     def mode(self, sub) -> str:
+        if getattr(
+            sub, "needs_kernel", None
+        ):  # decided while grading it (the judge cannot carry it)
+            return KERNEL
         m = self.modes.get((sub.assignment, sub.notebook))
         return m.mode if m is not None else JUDGE
+
+    @staticmethod
+    def needs_kernel(result) -> str | None:
+        """Why the judge could not carry this notebook (then it is graded again in one kernel)."""
+        if isinstance(result, dict) and isinstance(result.get("needs_kernel"), str):
+            return result["needs_kernel"] or "the judge cannot carry it"
+        return None
 
     def task(self, sub, limits, imports) -> dict:
         task = sub.task(limits, imports)
@@ -279,6 +290,10 @@ class Calibration:
                 self.modes[(a, nb.name)] = m
                 if not nb.tests:
                     continue
+                if getattr(self.course.config, "mode", "judge") == "kernel":
+                    m.reasons = {
+                        "(every test cell)": "the course's AutograderGrade.mode is 'kernel'"
+                    }
                 if m.reasons:
                     m.mode = KERNEL
                 first.append(source_submission(nb))

@@ -188,6 +188,9 @@ class GradeRun:
         self.errors: list = []
         self.jobs_text = ""
         self.startup = 0.0  # seconds before the first notebook could be graded
+        self.fallbacks: list = []  # (key, why): notebooks graded in one kernel, decided while grading
+        self.dropped: dict = {}  # key -> test-owned names the student's code wrote (dropped)
+        self.invariant = [0, 0.0]  # the judge's checks after each call: count, seconds
 
     # -- before grading --------------------------------------------------------------
     def read_settings(self):
@@ -361,20 +364,42 @@ class GradeRun:
             if not s.status
         ]
 
+        again: list = []  # notebooks the judge cannot carry: graded again in one kernel
+
         def on_result(key, result, error):
-            self.finish(by_key[key], result, error)
+            sub = by_key[key]
+            why = self.calibration.needs_kernel(result) if error is None else None
+            if why is not None and self.calibration.mode(sub) != "in-kernel":
+                sub.needs_kernel = why
+                again.append(sub)
+                return
+            self.finish(sub, result, error)
+
+        def run(tasks, final):
+            if args.scheduler:
+                from autograder.grading.host.scheduler import run_dask
+
+                run_dask(args.scheduler, tasks, on_result, self.options)
+                self.jobs_text = f" on the Dask cluster at {args.scheduler}"
+            else:
+                self.pool.run(tasks, on_result, final=final)
+                n = len(self.pool.threads)
+                self.jobs_text = f" with {n} sandbox{'es' if n > 1 else ''}"
 
         try:
             if tasks:
-                if args.scheduler:
-                    from autograder.grading.host.scheduler import run_dask
-
-                    run_dask(args.scheduler, tasks, on_result, self.options)
-                    self.jobs_text = f" on the Dask cluster at {args.scheduler}"
-                else:
-                    self.pool.run(tasks, on_result)
-                    n = len(self.pool.threads)
-                    self.jobs_text = f" with {n} sandbox{'es' if n > 1 else ''}"
+                run(tasks, final=False)
+                if again:  # (the sandboxes are still up: one more round)
+                    self.fallbacks = [(s.key, s.needs_kernel) for s in again]
+                    run(
+                        [
+                            (s.key, self.calibration.task(s, self.limits, self.imports))
+                            for s in again
+                        ],
+                        final=True,
+                    )
+                elif not args.scheduler:
+                    self.pool.run([], None)
             elif self.pool is not None:
                 self.pool.run([], None)
         except BaseException:
@@ -401,6 +426,16 @@ class GradeRun:
         self.rows.extend(rows)
         if error:
             self.errors.append((sub.key, error))
+        if isinstance(result, dict):
+            for t in result.get("tests") or ():
+                for name in (t.get("dropped") or []) if isinstance(t, dict) else ():
+                    self.dropped.setdefault(sub.key, [])
+                    if name not in self.dropped[sub.key]:
+                        self.dropped[sub.key].append(name)
+            inv = result.get("invariant")
+            if type(inv) is list and len(inv) == 2:
+                self.invariant[0] += int(inv[0])
+                self.invariant[1] += float(inv[1])
         if sub.status == "refused":  # not a usable id: no folder, no gradebook entry is made for it
             self.bar.update(1)
             return
@@ -428,6 +463,22 @@ class GradeRun:
         )
         review = out / "review.txt"
         flagged = report.review_lines(all_rows)
+        flagged += [
+            f"{report.safe_cell(key)}: in-kernel (decided while grading: {why})"
+            for key, why in sorted(self.fallbacks)
+        ]
+        flagged += [
+            f"{report.safe_cell(key)}: the student's code wrote names the test owns "
+            f"({', '.join(names[:10])}): dropped, the test kept its own (not a status: honest "
+            "code may reuse a name)"
+            for key, names in sorted(self.dropped.items())
+        ]
+        if self.invariant[0]:
+            (out / "logs").mkdir(parents=True, exist_ok=True)
+            (out / "logs" / "judge-invariant.txt").write_text(
+                f"calls {self.invariant[0]}\nseconds {self.invariant[1]:.6f}\n"
+                f"per call {1e6 * self.invariant[1] / self.invariant[0]:.1f} us\n"
+            )
         review.write_text("".join(line + "\n" for line in flagged))
         if flagged:
             print(

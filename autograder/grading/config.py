@@ -14,6 +14,11 @@ nbgrader's own application class, so every setting means what it means to nbgrad
 * ``AutograderGrade.preload`` (this tool's own setting; optional): modules the warm sandbox
   imports before forking a student process. Default: the modules the course's source notebooks
   import (torch in this course, nothing but the standard library in many others).
+* ``AutograderGrade.mode`` (this tool's own setting; optional): ``"judge"`` (the default:
+  calibration decides per notebook, the judge grades what it can carry, one kernel the rest) or
+  ``"kernel"`` (every notebook in one kernel in the warm sandbox: stock nbgrader's semantics by
+  construction, and stock's trust: the tests run beside the student's code). README, "Grading
+  any nbgrader course", says why the judge is the default.
 
 :func:`unsupported` lists what an assignment uses that this grader does not grade the way
 nbgrader would; ``autograder grade`` refuses such an assignment with that list instead of
@@ -43,6 +48,7 @@ class CourseConfig:
     begin_hidden: str = "BEGIN HIDDEN TESTS"
     end_hidden: str = "END HIDDEN TESTS"
     preload: list | None = None
+    mode: str = "judge"  # or "kernel": AutograderGrade.mode
     ignore: list = field(default_factory=list)
     max_file_size: int = 100000
     files: list = field(default_factory=list)  # config files read
@@ -64,6 +70,9 @@ class CourseConfig:
     @property
     def gradebook_url(self) -> str:
         return self.db_url or f"sqlite:///{self.root / 'gradebook.db'}"
+
+
+MODES = ("judge", "kernel")
 
 
 @contextlib.contextmanager
@@ -94,6 +103,12 @@ def load(root) -> CourseConfig:
         execute = Execute(parent=app)
         hidden = ClearHiddenTests(parent=app)
         preload = app.config.get("AutograderGrade", {}).get("preload")
+        mode = app.config.get("AutograderGrade", {}).get("mode", "judge")
+        if mode not in MODES:
+            raise ValueError(
+                f"AutograderGrade.mode = {mode!r} in the course's configuration: "
+                f"one of {', '.join(repr(m) for m in MODES)}"
+            )
         timeout = execute.timeout
         files = [str(root / "nbgrader_config.py")] if (root / "nbgrader_config.py").exists() else []
         return CourseConfig(
@@ -110,6 +125,7 @@ def load(root) -> CourseConfig:
             begin_hidden=hidden.begin_test_delimeter,
             end_hidden=hidden.end_test_delimeter,
             preload=list(preload) if preload is not None else None,
+            mode=str(mode),
             ignore=list(cd.ignore),
             max_file_size=int(cd.max_file_size),
             files=files,

@@ -18,7 +18,7 @@ import types
 from autograder.wire import observation
 
 from . import pickler
-from .errors import StudentProcessError, UnsupportedTest
+from .errors import NEEDS_KERNEL, StudentProcessError, UnsupportedTest
 from .pickler import has_state, walk
 from .silence import quiet, quiet_depth
 from .silence import depth as quiet_level
@@ -372,7 +372,8 @@ def _ship(fn, args, kwargs, tracked=None):
         if type(doc) is not dict:
             raise observation.ObservationError("not an outcome")
         if "error" in doc:  # the student's process could not encode what it got
-            raise StudentProcessError("observation-error", str(doc["error"])[:500])
+            # a genuine value the wire does not carry (over its bounds, unreadable): one kernel
+            raise StudentProcessError(NEEDS_KERNEL, str(doc["error"])[:500])
         dec = observation.Decoder(tracked, handle=lambda i, info=None: Remote(("$kept", i), info))
         error = value = None
         if "raised" in doc:
@@ -403,10 +404,8 @@ def _ship(fn, args, kwargs, tracked=None):
         warnings = doc.get("warnings", [])
         if type(warnings) is not list or any(type(w) is not str for w in warnings):
             raise observation.ObservationError("bad warnings")
-        if (
-            doc.get("names") is not None and link.rebind is not None
-        ):  # globals the call changed, as in one kernel
-            link.rebind(doc["names"])
+        if link.rebind is not None:  # globals the call changed, as in one kernel; the invariant
+            link.rebind(doc.get("names"))
     except observation.ObservationError as exc:
         problem = str(exc)
     else:

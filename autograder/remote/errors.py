@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 
+NEEDS_KERNEL = "needs-kernel"  # what the judge cannot carry: the notebook is graded in one kernel
+
+
 class StudentProcessError(BaseException):
     """The student's process could not answer (timed out, died, hit a limit, sent garbage).
 
@@ -19,13 +22,13 @@ class UnsupportedTest(StudentProcessError):
     defined in the test. Only data, and functions and classes of an importable module by reference
     (:mod:`autograder.probes`, torch, the standard library), cross to the student's process.
 
-    A grader limitation, never the student's fault: the test's row gets the status
-    ``grader-error``, so calibration (:mod:`autograder.grading.calibrate`), which grades the
-    instructor's solution first, grades that notebook in one kernel instead."""
+    A grader limitation, never the student's fault: the status ``needs-kernel`` sends the
+    notebook to one kernel (:mod:`autograder.grading.calibrate` when the instructor's solution
+    does it, the run-time fallback when only a student's notebook does)."""
 
     def __init__(self, message):
         super().__init__(
-            "grader-error",
+            NEEDS_KERNEL,
             f"{message}: only data, and functions or classes of an importable module "
             "(autograder.probes, torch, the standard library) by reference, can cross "
             "to the student's process (a grader limitation: the notebook is graded in "

@@ -19,7 +19,7 @@
     zygote -> host   ready     {"ready": true, "pid"}                 warm, waiting for tasks
                      tests     {"ev": "tests", "ks": [int]}           the student process reached tests
                      reply     {"ev": "reply", "seq", "names"?, "restored"?, "error"?, "dtype"?,
-                               "status"?} + body: an observation (JSON)
+                               "complete"?, "threads"?, "status"?} + body: an observation (JSON)
                      test-exit {"ev": "test-exit", "status": int|null, "killed": bool}
                      garbled   {"ev": "garbled", "why"}               the test process broke the protocol
                      done      {"ev": "done", "result"}               the notebook's result (or "error")
@@ -27,8 +27,9 @@
 ``judge`` - the supervisor and the judge::
 
     host -> judge    preload   {"preload": [str]}                     first frame
-                     begin     {"op": "begin", "tests": [{"id", "source", "points"}]}
-                     test      {"op": "test", "k", "names", "dtype"}  run test k
+                     begin     {"op": "begin", "tests": [{"id", "source", "points"}], "code"?}
+                               (code: what the student's cells name, autograder.grading.host.reads)
+                     test      {"op": "test", "k", "names", "dtype", "complete"?}  run test k
                      reply     {"ev": "reply", "status"?, "message"?} + body: the call's observation
                      end       {"op": "end"}
                      quit      {"op": "quit"}
@@ -37,14 +38,15 @@
                      started   {"ev": "ready"}                        the child is ready for tests
                      call      {"op": "call", "quiet", "rng"} + body: a pickled call into student code
                      verdict   {"ev": "verdict", "k", "passed", "partial", "error", "message",
-                               "failure", "status", "stderr", "output", "seconds"}
+                               "failure", "status", "stderr", "output", "seconds", "dropped"?,
+                               "checks"?}
                                (failure: a failed check's parts, {"kind", "check", "expected",
                                "found", "cause"}, or null)
                      child-exit {"ev": "child-exit", "status", "peak_rss_kb"}
 
 ``test`` - the relay and the student's test process (inside the sandbox): the host's ``begin``
 and ``call`` frames as they came, and the replies ``{"seq", "names"?, "restored"?, "dtype"?,
-"error"?} + body``, which the relay passes on as ``reply`` frames (only those keys).
+"complete"?, "threads"?, "error"?} + body``, which the relay passes on as ``reply`` frames (only those keys).
 
 :data:`SPEC` says the same as data; :func:`kind` names a frame's kind and :func:`validate`
 checks a frame against it (``tests/test_frame_spec.py`` checks every kind, and the frames of a
@@ -99,7 +101,15 @@ SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[st
     ("zygote", "out", "reply"): (
         {"ev": "reply"},
         {"seq": _INT + _NONE},
-        {"names": _DICT, "restored": _LIST, "error": _STR, "dtype": _STR, "status": _STR},
+        {
+            "names": _DICT,
+            "restored": _LIST,
+            "error": _STR,
+            "dtype": _STR,
+            "status": _STR,
+            "complete": _BOOL,
+            "threads": _LIST,
+        },
         "maybe",
     ),
     ("zygote", "out", "test-exit"): (
@@ -112,11 +122,11 @@ SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[st
     ("zygote", "out", "done"): ({"ev": "done"}, {"result": _DICT}, {}, "none"),
     # supervisor -> judge
     ("judge", "in", "preload"): ({}, {"preload": _LIST}, {}, "none"),
-    ("judge", "in", "begin"): ({"op": "begin"}, {"tests": _LIST}, {}, "none"),
+    ("judge", "in", "begin"): ({"op": "begin"}, {"tests": _LIST}, {"code": _DICT}, "none"),
     ("judge", "in", "test"): (
         {"op": "test"},
         {"k": _INT, "names": _DICT + _NONE, "dtype": _STR + _NONE},
-        {},
+        {"complete": _BOOL},
         "none",
     ),
     ("judge", "in", "reply"): ({"ev": "reply"}, {}, {"status": _STR, "message": _STR}, "maybe"),
@@ -139,6 +149,8 @@ SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[st
             "output": _STR + _NONE,
             "seconds": _NUM + _NONE,
             "stderr": _BOOL,
+            "dropped": _LIST,
+            "checks": _LIST,
         },
         "none",
     ),
@@ -159,7 +171,14 @@ SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[st
     ("test", "out", "reply"): (
         {},
         {"seq": _INT + _NONE},
-        {"names": _DICT, "restored": _LIST, "error": _STR, "dtype": _STR},
+        {
+            "names": _DICT,
+            "restored": _LIST,
+            "error": _STR,
+            "dtype": _STR,
+            "complete": _BOOL,
+            "threads": _LIST,
+        },
         "maybe",
     ),
 }

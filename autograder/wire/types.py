@@ -115,6 +115,7 @@ class TaskFrame(TypedDict, total=False):
     files: list
     limits: LimitsFrame
     imports: list[str]
+    exports: list[str]  # builtin names the assignment asks the student to define
 
 
 class TestResult(TypedDict, total=False):
@@ -139,3 +140,5 @@ class ResultFrame(TypedDict, total=False):
     restored: list[str]
     seconds: float
     error: str
+    needs_kernel: str  # why the judge could not carry the notebook (graded again in one kernel)
+    invariant: list  # the judge's checks after each call: [count, seconds]

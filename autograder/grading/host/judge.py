@@ -83,7 +83,7 @@ def main():
                 os.close(go_w)
                 os.read(go_r, 1)  # b"" once the parent has written "child" and closed its end
                 os.close(go_r)
-                Submission(msg["tests"]).run()
+                Submission(msg["tests"], msg.get("code")).run()
             except BaseException:  # noqa: BLE001
                 import traceback
 
@@ -197,41 +197,146 @@ class _Capture(io.TextIOBase):
         return out
 
 
-class Submission:
-    """The judge's view of one notebook: its tests, run in order in one namespace."""
+BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("__"))
+PLAIN = (int, float, str, bool, bytes, complex, tuple, list, dict, set, frozenset, type(None))
+NEEDS_KERNEL = "needs-kernel"  # a verdict's status: this notebook must be graded in one kernel
 
-    def __init__(self, tests):
+
+class Submission:
+    """The judge's view of one notebook: its tests, run in order in one namespace.
+
+    The namespace contract (README, "How the judge keeps names"): every name has an owner. The
+    **test** owns every builtin name and every name a test cell bound, imported or deleted; the
+    **student** owns the names the student's process reports (its cells, and its code during a
+    call). A report from the student's side binds, rebinds or deletes only student-owned names,
+    and writes in place only into objects the judge decoded from the student; a write aimed at a
+    test-owned name is dropped (the test keeps its own) and named in review.txt. Checked after
+    every call (:meth:`rebind`: the test's bindings by identity). Where one kernel would let
+    student code see a test's binding - a test rebinds a name the student's functions read and
+    then calls student code, or a later student cell names what a test bound - and wherever a
+    report cannot be complete, the notebook is graded in one kernel (status ``needs-kernel``)."""
+
+    def __init__(self, tests, code=None):
         from autograder import remote
 
         remote.connect(remote.Link(Channel(), edits=self.edits, rebind=self.rebind))
         self.tests = tests
         self.compiled = [compile_test(t["source"], t["id"]) for t in tests]
         self.ns = {"__name__": "__main__", "__builtins__": builtins}
-        self.bound = {}
+        self.bound = {}  # student-owned names -> the object the judge bound for each
+        self.reported = {}  # names the student's process defines -> their report entry
+        code = code if isinstance(code, dict) else {}
+        self.functions = _names(code.get("functions"))
+        later = code.get("later") if isinstance(code.get("later"), dict) else {}
+        self.later = {k: _names(v) for k, v in later.items() if type(k) is str}
+        self.cells_after = {k for k in code.get("cells_after") or () if type(k) is int}
+        self.exports = _names(code.get("exports")) & BUILTIN_NAMES
+        self.kernel = None  # why this notebook is graded in one kernel (decided while grading)
+        self.dropped: list = []  # student writes aimed at test-owned names (review.txt)
+        self.decoded: dict = {}  # name -> the container the judge decoded from the student for it
+        self.snapshot: dict = {}  # the test's bindings when the current call was sent
+        self.checks = [0, 0.0]  # invariant checks made, seconds spent
+
+    # -- ownership -------------------------------------------------------------------
+    def test_owned(self, name) -> bool:
+        """Does the test own ``name`` now? Builtins (save one the assignment's source asks the
+        student to define) and every name not bound to what the judge bound from the student."""
+        if name in self.bound:
+            return self.ns.get(name, _GONE) is not self.bound[name]
+        return name in self.ns or (name in BUILTIN_NAMES and name not in self.exports)
+
+    def _test_bindings(self) -> dict:
+        bound = self.bound
+        return {
+            n: v
+            for n, v in self.ns.items()
+            if n not in bound or bound[n] is not v
+            if n not in ("__name__", "__builtins__")
+        }
+
+    def _differs(self, name) -> bool:
+        """The test's binding of ``name`` is not what the student's process has under it."""
+        now = self.ns.get(name, _GONE)
+        entry = self.reported.get(name)
+        if entry is None:
+            return now is not _GONE
+        old = self.bound.get(name, _GONE)
+        if now is old:
+            return False
+        from autograder.remote import Remote
+
+        if type(now) is Remote:  # another of the student's own objects (edits() sends it to calls)
+            return now._path != (name,)
+        if now is _GONE:  # deleted: edits() sends the deletion
+            return False
+        ref = entry.get("ref")
+        if type(ref) is str and ref and _reference(now) == ref:
+            return False  # the same library object (`from math import sqrt` on both sides)
+        if type(old) is type(now) and type(now) in PLAIN:  # an equal value (`CAUSES = (...)`)
+            try:
+                return not bool(old == now)
+            except Exception:  # noqa: BLE001
+                return True
+        if isinstance(now, types.ModuleType) and isinstance(old, types.ModuleType):
+            return now is not old
+        return True
+
+    def _cannot_carry(self, why):
+        from autograder.remote import StudentProcessError
+
+        if self.kernel is None:
+            self.kernel = why[:500]
+        error = StudentProcessError(NEEDS_KERNEL, self.kernel)
+        if error not in PROBLEMS:
+            PROBLEMS.append(error)
+        raise error
 
     def edits(self):
-        """Student names the running test deleted, or rebound to another of the student's own
-        objects (a handle), sent with each call. Nothing else crosses by a name: whatever else a
-        test binds under a name the student's notebook also defines (``expected = ...`` when the
-        student has a global ``expected``) stays here, in the judge - a test's objects travel only
-        as the arguments of a call."""
+        """Sent with each call: student names the running test deleted, or rebound to another
+        of the student's own objects (a handle). Nothing else crosses by a name: a test's object
+        bound under a name stays here; where one kernel would let the student's code see it (a
+        name the student defines and its functions read), the notebook needs one kernel."""
         from autograder.remote import DELETED, Remote
 
+        started = time.perf_counter()
         out = {}
         for name, value in self.bound.items():
             if name not in self.ns:
                 out[name] = DELETED
                 continue
             now = self.ns[name]
-            if (
-                now is value
-                or type(now) is not Remote
-                or now._path == (name,)
-                or now._path[0] == "$op"
-            ):
+            if now is value:
                 continue
-            out[name] = now
+            if type(now) is Remote and now._path != (name,) and now._path[0] != "$op":
+                out[name] = now
+        ns, bound = self.ns, self.bound
+        for name in self.functions:
+            if ns.get(name, _GONE) is bound.get(name, _GONE) or name not in self.reported:
+                continue  # (the common case: the student's own binding, untouched)
+            if self._differs(name) and name not in out:
+                self._cannot_carry(
+                    f"a test rebinds {name!r}, which the student's code reads, then calls student "
+                    "code (in one kernel the student's code sees the test's binding)"
+                )
+        self.snapshot = self._test_bindings()
+        self.checks[1] += time.perf_counter() - started
         return out
+
+    def check_invariant(self):
+        """After each call: every binding the test held when it called is still the test's."""
+        started = time.perf_counter()
+        ns = self.ns
+        for name, value in self.snapshot.items():
+            if ns.get(name, _GONE) is not value:  # a bug of the judge's: the row says so
+                from autograder.remote import StudentProcessError
+
+                error = StudentProcessError(
+                    "grader-error", f"the judge let a student's report change the test's {name!r}"
+                )
+                PROBLEMS.append(error)
+                raise error
+        self.checks[0] += 1
+        self.checks[1] += time.perf_counter() - started
 
     def run(self):
         write_frame(PROTO_OUT, {"ev": "ready"})
@@ -245,11 +350,31 @@ class Submission:
                 if type(k) is not int or not 0 <= k < len(self.tests):
                     continue
                 _default_dtype(msg.get("dtype"))
-                verdict = self.run_test(k, msg.get("names"))
+                verdict = self.run_test(k, msg.get("names"), msg.get("complete", True))
                 write_frame(PROTO_OUT, dict(verdict, ev="verdict", k=k))
 
-    def bind(self, names):
-        """Bind the student's names for the next test (see the module docstring)."""
+    def _decode(self, info):
+        from autograder.wire import observation
+
+        return observation.Decoder().decode(info.get("value"))
+
+    def _bind(self, name, value, decoded=False):
+        """Bind a student-owned name; ``decoded``: an object the judge decoded from the student
+        (the only kind a later report may change in place)."""
+        self.ns[name] = value
+        self.bound[name] = value
+        if decoded and (type(value) in (list, dict, set) or type(value).__name__ == "ndarray"):
+            self.decoded[name] = value
+        else:
+            self.decoded.pop(name, None)
+
+    def _unbind(self, name):
+        self.bound.pop(name, None)
+        self.decoded.pop(name, None)
+
+    def bind(self, names, complete=True):
+        """Bind the student's names for the next test: student-owned names only (a name the
+        test owns keeps the test's object, whatever the report says)."""
         from autograder.wire import observation
         from autograder.remote import Remote, StudentProcessError
 
@@ -260,8 +385,9 @@ class Submission:
                 "tampered", "the student's process sent a names report that is not genuine"
             )
         for name in set(self.bound) - set(names):
-            self.ns.pop(name, None)
-        self.bound = {}
+            if self.ns.get(name, _GONE) is self.bound[name]:
+                self.ns.pop(name, None)
+            self._unbind(name)
         for name, info in names.items():
             if (
                 type(name) is not str
@@ -272,13 +398,23 @@ class Submission:
                 raise StudentProcessError(
                     "tampered", "the student's process sent a names report that is not genuine"
                 )
+        self.reported = dict(names)
+        if complete is not True:
+            self._cannot_carry(
+                "the student's notebook defines more names than a names report carries"
+            )
+        for name, info in names.items():
+            if name in self.bound and name not in self.ns:
+                pass  # a student name the last test deleted: back, as before (README, Limits)
+            elif self.test_owned(name):
+                continue  # the test's (a builtin, or bound by a test cell): it keeps its own
             kind = info.get("kind")
             if kind == "module":  # the judge's own module, only if it is loaded already
                 module = _loaded(info.get("module"))
                 value = module if module is not None else Remote((name,), _handle_info(info))
             elif kind == "value":
                 try:
-                    value = observation.Decoder().decode(info.get("value"))
+                    value = self._decode(info)
                 except observation.ObservationError as exc:
                     raise StudentProcessError(
                         "tampered", f"a value that is not genuine: {exc}"
@@ -289,19 +425,57 @@ class Submission:
                 raise StudentProcessError(
                     "tampered", "the student's process sent a names report that is not genuine"
                 )
-            self.ns[name] = value
-            self.bound[name] = value
+            self._bind(name, value, decoded=kind == "value")
 
     def rebind(self, names):
-        """What a call into student code bound, rebound, deleted or changed in place among the
-        student's names (a function that updates a global list): the judge's namespace follows,
-        as one kernel's would - except where the running test rebound or deleted the name itself.
-        A value changed in place is changed in place here too (a test's alias sees it)."""
+        """After each call: what it bound, rebound, deleted or changed in place among the
+        student's names (a function that updates a global list) - student-owned names only; a
+        value changed in place is changed in place here too, in the object the judge decoded
+        from the student (a test's alias sees it). A write aimed at a test-owned name is
+        dropped and recorded. Then the invariant is checked."""
         from autograder.wire import observation
         from autograder.remote import Remote
 
-        if type(names) is not dict or len(names) > 2000:
-            raise observation.ObservationError("bad names")
+        if names is not None:
+            if type(names) is not dict or len(names) > MAX_NAMES + 1:
+                raise observation.ObservationError("bad names")
+            if names.get("$incomplete") is True:
+                names = {k: v for k, v in names.items() if k != "$incomplete"}
+                self._bad_names(names)
+                self._cannot_carry(
+                    "a call changed more of the student's names than a names report carries"
+                )
+            self._bad_names(names)
+            for name, info in names.items():
+                kind = info.get("kind")
+                if self.test_owned(name) or (
+                    name not in self.bound and name in BUILTIN_NAMES and name not in self.exports
+                ):
+                    if name in self.reported or kind != "deleted":
+                        self._drop(name)
+                    if kind != "deleted":
+                        self.reported[name] = info
+                    continue
+                if kind == "deleted":
+                    self.ns.pop(name, None)
+                    self._unbind(name)
+                    self.reported.pop(name, None)
+                    continue
+                if kind == "value":
+                    old = self.bound.get(name)
+                    new = self._decode(info)
+                    value = _in_place(old, new) if self.decoded.get(name) is old else new
+                elif kind == "callable":
+                    value = Remote((name,), _handle_info(info))
+                else:
+                    continue  # (a module a call imported: the next test's report binds it)
+                self._bind(name, value, decoded=kind == "value")
+                self.reported[name] = info
+        self.check_invariant()
+
+    def _bad_names(self, names):
+        from autograder.wire import observation
+
         for name, info in names.items():
             if (
                 type(name) is not str
@@ -310,38 +484,45 @@ class Submission:
                 or type(info) is not dict
             ):
                 raise observation.ObservationError("bad names")
-            kind = info.get("kind")
-            if name in self.bound and self.ns.get(name, _GONE) is not self.bound[name]:
-                continue  # the test's own edit of the name wins
-            if kind == "deleted":
-                self.ns.pop(name, None)
-                self.bound.pop(name, None)
-                continue
-            if kind == "value":
-                value = _in_place(
-                    self.ns.get(name), observation.Decoder().decode(info.get("value"))
-                )
-            elif kind == "callable":
-                value = Remote((name,), _handle_info(info))
-            else:
-                continue  # (a module a call imported: the next test's report binds it)
-            self.ns[name] = value
-            self.bound[name] = value
 
-    def run_test(self, k, names):
+    def _drop(self, name):
+        if name not in self.dropped and len(self.dropped) < 50:
+            self.dropped.append(name)
+
+    def _after_test(self, k):
+        """At the end of test ``k``: would a later student cell see what the test bound?"""
+        later = self.later.get(str(k), frozenset())
+        reads = self.functions if k in self.cells_after else frozenset()
+        for name in self._test_bindings():
+            if name in later or (name in reads and name in self.reported):
+                if self._differs(name):
+                    self._cannot_carry(
+                        f"a test binds {name!r}, which a later cell of the student's notebook "
+                        "uses (in one kernel it sees the test's binding)"
+                    )
+
+    def run_test(self, k, names, complete=True):
         from autograder.messages import CheckFailure  # noqa: F401 - (imported for its side effects: none)
         from autograder.remote import StudentProcessError
 
         PROBLEMS.clear()
         STUBS.clear()
         started = time.perf_counter()
+        if self.kernel is not None:  # decided at an earlier test: the notebook needs one kernel
+            return {
+                "passed": False,
+                "status": NEEDS_KERNEL,
+                "message": f"not run in the judge: an earlier test: {self.kernel}",
+                "seconds": 0,
+            }
+        dropped_before = len(self.dropped)
         out, err = _Capture(), _Capture()
         passed, partial, name, message, failure = False, None, "", "", None
         compiled = self.compiled[k]
         real = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
         try:
-            self.bind(names)
+            self.bind(names, complete)
             if compiled is None:
                 raise SyntaxError("the instructor's test cell does not compile")
             body, last = compiled
@@ -361,6 +542,22 @@ class Submission:
                 PROBLEMS.append(StudentProcessError("output-limit", message))
         finally:
             sys.stdout, sys.stderr = real
+        for problem in PROBLEMS:
+            if problem.status == NEEDS_KERNEL and self.kernel is None:
+                self.kernel = str(problem)[:500]
+        if self.kernel is None:
+            try:
+                self._after_test(k)
+            except StudentProcessError:
+                pass
+        if self.kernel is not None:  # whatever else happened: graded again in one kernel
+            return {
+                "passed": False,
+                "status": NEEDS_KERNEL,
+                "message": self.kernel,
+                "seconds": round(time.perf_counter() - started, 4),
+                "checks": self.checks,
+            }
         status = PROBLEMS[0].status if PROBLEMS else None
         if status and passed:  # the test swallowed what went wrong: it cannot count
             passed, partial = False, None
@@ -384,10 +581,32 @@ class Submission:
             "stderr": wrote_stderr,
             "output": output,
             "seconds": round(time.perf_counter() - started, 4),
+            "dropped": self.dropped[dropped_before:],
+            "checks": self.checks,
         }
 
 
 _GONE = object()
+
+
+MAX_NAMES = 2000  # names in one report (the student's side says when it has more)
+
+
+def _names(value) -> frozenset:
+    if type(value) is not list:
+        return frozenset()
+    return frozenset(n for n in value[:100_000] if type(n) is str and n.isidentifier())
+
+
+def _reference(obj):
+    """``module.qualname`` of a library function or class (how a student's handle names it)."""
+    try:
+        module, qualname = obj.__module__, obj.__qualname__
+    except Exception:  # noqa: BLE001
+        return None
+    if type(module) is not str or type(qualname) is not str or module == "__main__":
+        return None
+    return f"{module}.{qualname}"
 
 
 def _handle_info(info):

@@ -33,6 +33,7 @@ from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_fra
 from autograder.wire.pace import Budget, Pace
 from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
 from autograder.grading.status import CALL_TEXT
+from autograder.remote.errors import NEEDS_KERNEL
 from autograder.grading.host.sandbox import (
     PROC,
     WorkerFailure,
@@ -330,9 +331,16 @@ class _NotebookRun:
         self.garbled = False
         self.restored = []
         self.done = None
+        self.kernel = None  # why this notebook must be graded in one kernel (decided while grading)
+        self.checks = [0, 0.0]  # the judge's invariant checks: count, seconds
 
     def run(self):
-        self.judge.begin(self.task["tests"])
+        from autograder.grading.host.reads import analyse
+
+        tests = self.task["tests"]
+        code = analyse(self.task["items"], [t.get("source", "") for t in tests])
+        code["exports"] = list(self.task.get("exports", []))
+        self.judge.begin(tests, code)
         # the submission travels in the frame's body (as large as intake accepts, frames.MAX_TASK),
         # which the zygote never reads: the submission's own relay process does
         zy_task = {
@@ -354,11 +362,17 @@ class _NotebookRun:
         if "error" in result:
             raise WorkerFailure(result["error"])
         n = len(self.task["tests"])
-        result["tests"] = [
-            self.tests.get(k, {"passed": False, "status": "not-run"}) for k in range(n)
-        ]
+        missing = (
+            {"passed": False, "status": "not-run"}
+            if self.kernel is None
+            else {"passed": False, "status": NEEDS_KERNEL, "message": f"not run: {self.kernel}"}
+        )
+        result["tests"] = [self.tests.get(k, dict(missing)) for k in range(n)]
         result["garbled"] = bool(result.get("garbled")) or self.garbled
         result["restored"] = self.restored
+        if self.kernel is not None:
+            result["needs_kernel"] = self.kernel
+        result["invariant"] = self.checks
         result["seconds"] = round(time.monotonic() - self.start, 3)
         return result
 
@@ -374,7 +388,10 @@ class _NotebookRun:
             if type(ks) is list and all(type(k) is int for k in ks):
                 self.test_process = True
                 self._run_tests(ks)
-            self.z.send({"op": "continue"})
+            if self.kernel is not None:  # graded again in one kernel: the rest would be wasted
+                self.z.send({"op": "abort"})
+            else:
+                self.z.send({"op": "continue"})
             self.test_process = False
         elif kind == "garbled":
             self.garbled = True
@@ -408,8 +425,10 @@ class _NotebookRun:
         return left
 
     def _run_test(self, k):
+        if self.kernel is not None:  # the judge cannot carry this notebook: graded in one kernel
+            return {"passed": False, "status": NEEDS_KERNEL, "message": self.kernel}
         deadline = Budget(self.timeout, self.pace)
-        names, restored, status, dtype = None, [], None, None
+        names, restored, status, dtype, complete = None, [], None, None, True
         seq = next(self.sup.seq)
         self.z.send({"op": "begin", "seq": seq})
         reply, _ = self._reply(seq, deadline)
@@ -417,6 +436,15 @@ class _NotebookRun:
             status = reply["status"]
         else:
             names = reply.get("names")
+            complete = reply.get("complete", True) is True
+            threads = reply.get("threads")
+            if type(threads) is list and threads:
+                self.kernel = (
+                    "the student's notebook started threads in an earlier cell ("
+                    + ", ".join(str(t)[:60] for t in threads[:3])
+                    + "), which a forked test process cannot use"
+                )
+                return {"passed": False, "status": NEEDS_KERNEL, "message": self.kernel}
             dtype = reply.get("dtype") if isinstance(reply.get("dtype"), str) else None
             r = reply.get("restored")
             if type(r) is list:
@@ -431,7 +459,13 @@ class _NotebookRun:
         if self.judge.lost:
             return {"passed": False, "status": "grader-error", "message": "the judge failed"}
         self.judge.send(
-            {"op": "test", "k": k, "names": names if status is None else {}, "dtype": dtype}
+            {
+                "op": "test",
+                "k": k,
+                "names": names if status is None else {},
+                "dtype": dtype,
+                "complete": complete,
+            }
         )
         while True:
             try:
@@ -459,6 +493,14 @@ class _NotebookRun:
                         "seconds",
                     )
                 }
+                dropped = frame.get("dropped")
+                if type(dropped) is list:
+                    verdict["dropped"] = [str(x)[:100] for x in dropped[:50]]
+                checks = frame.get("checks")
+                if type(checks) is list and len(checks) == 2:
+                    self.checks = checks
+                if verdict.get("status") == NEEDS_KERNEL:
+                    self.kernel = str(verdict.get("message") or "")[:500] or NEEDS_KERNEL
                 if status and not verdict.get("status"):
                     verdict["status"], verdict["passed"] = status, False
                 return verdict
@@ -569,8 +611,8 @@ class _JudgeRun:
     def read(self, timeout=None):
         return self.j.read(timeout)
 
-    def begin(self, tests):
-        self.j.send({"op": "begin", "tests": tests})
+    def begin(self, tests, code=None):
+        self.j.send({"op": "begin", "tests": tests, "code": code or {}})
         frame, _ = self.j.read(timeout=60)
         if frame.get("ev") != "child":
             raise WorkerFailure(f"the judge did not start a submission: {frame}")

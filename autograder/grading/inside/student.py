@@ -141,6 +141,9 @@ def main_line(task, shell, restorer, config, namespace_helper):
         os.write(CTL_FD, json.dumps(msg).encode() + b"\n")
 
     signal.signal(signal.SIGINT, _on_sigint)
+    import threading
+
+    _BASELINE_THREADS.update(t.ident for t in threading.enumerate())
     items = task["items"]
     i = 0
     while i < len(items):
@@ -216,11 +219,33 @@ def _go():
             return
         if not byte:  # the relay is gone
             os._exit(0)
+_BASELINE_THREADS: set = set()  # threads alive before the student's first cell
+_STUDENT_THREADS: list = []  # threads the student's cells started, alive when the tests began
+# library threads that start again by themselves in a forked process (tqdm's monitor)
+FORK_SAFE_THREADS = frozenset({"tqdm._monitor.TMonitor"})
+
+
+def _student_threads() -> list:
+    """The threads the student's cells started that are alive now: a forked test process has
+    none of them (a pool made in an earlier cell would hang there), so the judge sends the
+    notebook to one kernel."""
+    import threading
+
+    out = []
+    for t in threading.enumerate():
+        cls = type(t)
+        if t.ident in _BASELINE_THREADS or not t.is_alive():
+            continue
+        if f"{cls.__module__}.{cls.__qualname__}" in FORK_SAFE_THREADS:
+            continue
+        out.append(f"{t.name} ({cls.__qualname__})"[:100])
+    return out[:20]
 
 
 def _tests(ks, shell, restorer, outdir, send, me):
     """Fork test processes for the tests ``ks`` until the zygote says to go on."""
     send({"tests": ks})
+    _STUDENT_THREADS[:] = _student_threads()
     n = 0
     while True:
         n += 1
@@ -339,8 +364,13 @@ def serve(shell, restorer):
             if op == "begin":
                 restored = restorer.restore()
                 names = names_report(shell.user_ns)
+                complete = names.pop(INCOMPLETE, None) is None
                 server.names_changed = _Names(shell.user_ns, names).changed
                 reply = {"seq": seq, "names": names, "restored": restored[:20]}
+                if not complete:  # never silently partial: the judge grades it in one kernel
+                    reply["complete"] = False
+                if _STUDENT_THREADS:
+                    reply["threads"] = list(_STUDENT_THREADS)
                 torch = sys.modules.get("torch")
                 if (
                     torch is not None
@@ -361,6 +391,8 @@ def serve(shell, restorer):
                 write_frame(REP_FD, {"seq": seq, "error": "unknown request"})
 
 
+MAX_NAMES = 2000  # names in one report (the judge's cap); more: the report says it is incomplete
+INCOMPLETE = "$incomplete"  # the key that says so (never an identifier)
 NAMES_BUDGET_BYTES = 2 << 20  # data sent by value in one names report (the frame header holds 4 MB)
 NAMES_BUDGET_VALUES = 200_000  # JSON values in it (the host parses at most 1,000,000)
 
@@ -369,14 +401,18 @@ def names_report(ns) -> dict:
     """The names the notebook defines, as the judge binds them: modules by name, plain data by
     value (numbers, strings, containers of them, numpy arrays and scalars, small tensors) while
     the report's budget lasts, everything else a handle (``{"kind": "callable", "classes"}``:
-    the judge makes it a :class:`~autograder.remote.Remote`, a faithful proxy)."""
+    the judge makes it a :class:`~autograder.remote.Remote`, a faithful proxy). Over
+    :data:`MAX_NAMES` names, ``out[INCOMPLETE] = True`` (the judge then needs one kernel)."""
     from autograder.wire import observation
 
-    out = {}
+    out: dict = {}
     left_bytes, left_values = NAMES_BUDGET_BYTES, NAMES_BUDGET_VALUES
     for name, value in list(ns.items()):
         if type(name) is not str or name.startswith("_") or name in IPYTHON_NAMES:
             continue
+        if len(out) >= MAX_NAMES:
+            out[INCOMPLETE] = True
+            break
         if isinstance(value, types.ModuleType):
             modname = getattr(value, "__name__", None)
             out[name] = {"kind": "module", "module": modname if isinstance(modname, str) else ""}
@@ -395,8 +431,6 @@ def names_report(ns) -> dict:
                 left_values -= enc.nodes
             except Exception:  # noqa: BLE001 - not plain data, over the budget, or it breaks when read
                 out[name] = _handle_entry(value)
-        if len(out) >= 2000:
-            break
     return out
 
 
@@ -459,8 +493,10 @@ class _Names:
         if not changed and not gone:
             return {}
         report = names_report(changed)
-        for name in changed:
-            report.setdefault(name, _handle_entry(changed[name]))
+        incomplete = report.pop(INCOMPLETE, None)
+        if incomplete is None:
+            for name in changed:
+                report.setdefault(name, _handle_entry(changed[name]))
         for name in gone:
             report[name] = {"kind": "deleted"}
         self.ids.update({n: id(self.ns[n]) for n in changed})
@@ -472,17 +508,26 @@ class _Names:
                 self.texts[name] = json.dumps(entry["value"])
             else:
                 self.texts.pop(name, None)
+        if incomplete is not None:
+            report[INCOMPLETE] = True
         return report
 
 
 def _handle_entry(value):
     from autograder.wire import observation
 
-    return {
+    entry = {
         "kind": "callable",
         "classes": observation.builtin_classes(type(value)),
         "type": observation._qualname(type(value))[:200],
     }
+    try:  # a library function or class: what it is (the judge compares a test's binding with it)
+        module, qualname = value.__module__, value.__qualname__
+        if type(module) is str and type(qualname) is str and module != "__main__":
+            entry["ref"] = f"{module}.{qualname}"[:300]
+    except Exception:  # noqa: BLE001
+        pass
+    return entry
 
 
 # --------------------------------------------------------------------------- in-kernel tests

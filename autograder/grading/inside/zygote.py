@@ -946,7 +946,7 @@ class Session:
             return
         for header, body in frames:
             out = {"ev": "reply"}
-            for key in ("seq", "names", "restored", "error", "dtype"):
+            for key in ("seq", "names", "restored", "error", "dtype", "complete", "threads"):
                 if key in header:
                     out[key] = header[key]
             write_frame(PROTO_OUT, out, body)

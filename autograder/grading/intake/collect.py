@@ -96,6 +96,28 @@ class SourceNotebook:
                     names.add(node.module)
         return names
 
+    def exports(self) -> list[str]:
+        """Builtin names the source's own (non-test) code cells bind: the assignment asks the
+        student to define them (an exercise "write your own ``max``"), so the judge binds the
+        student's under that name; every other builtin name stays the test's."""
+        import builtins
+
+        from autograder.grading.host.reads import bound_names
+
+        cached = self.__dict__.get("_exports")
+        if cached is not None:
+            return cached
+        tests = {t.source for t in self.tests}
+        names: set = set()
+        for c in self.nb.get("cells", []):
+            source = c.get("source", "")
+            if c.get("cell_type") == "code" and isinstance(source, str) and source not in tests:
+                names |= bound_names(source)
+        self.__dict__["_exports"] = sorted(
+            n for n in names if hasattr(builtins, n) and not n.startswith("__")
+        )
+        return self.__dict__["_exports"]
+
 
 def _meta(cell) -> dict:
     meta = cell.get("metadata", {}).get("nbgrader")
@@ -207,6 +229,7 @@ class Submission:
     items: list = field(default_factory=list)
     layout: list = field(default_factory=list)
     files: list = field(default_factory=list)
+    needs_kernel: str | None = None  # why the judge could not carry it: graded again in one kernel
 
     @property
     def key(self) -> str:
@@ -223,6 +246,7 @@ class Submission:
             "files": self.files,
             "limits": Limits.of(limits).frame(),
             "imports": list(imports),
+            "exports": self.source.exports(),
         }
 
 
