@@ -219,6 +219,8 @@ def _go():
             return
         if not byte:  # the relay is gone
             os._exit(0)
+
+
 _BASELINE_THREADS: set = set()  # threads alive before the student's first cell
 _STUDENT_THREADS: list = []  # threads the student's cells started, alive when the tests began
 # library threads that start again by themselves in a forked process (tqdm's monitor)
