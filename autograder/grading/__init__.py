@@ -16,7 +16,8 @@ On the host (:mod:`.host`: no student code ever runs there):
 * :mod:`.host.supervisor` - one sandbox and one judge per worker: carries calls and observations
   between them, enforces the time limits;
 * :mod:`.host.sandbox`    - the bubblewrap command line and its limits;
-* :mod:`.host.scheduler`  - a local pool of sandboxes (``--jobs``) or a Dask cluster (``--scheduler``);
+* :mod:`.host.scheduler`  - one concurrent.futures path: a local thread pool of sandboxes
+  (``--jobs``) or a Dask cluster's executor (``--scheduler``);
 
 and the pipeline steps around them (like nbgrader's preprocessors):
 

@@ -136,9 +136,16 @@ def _course_root(arg):
 
 def run(args) -> int:
     """The grade run, as its steps (each a method of :class:`GradeRun`, in this order)."""
+    grade = GradeRun(args)
+    try:
+        return _steps(grade)
+    finally:
+        grade.close()  # the sandboxes (or the Dask client) go, whatever happened
+
+
+def _steps(grade) -> int:
     from autograder.grading.host.sandbox import SandboxError, WorkerFailure
 
-    grade = GradeRun(args)
     try:
         grade.read_settings()  # the course's config, the limits and options
         grade.check_sandbox()  # bubblewrap works here (or --no-sandbox, said loudly)
@@ -228,10 +235,17 @@ class GradeRun:
         )
 
     def start_sandboxes(self):
-        if not self.args.scheduler:
-            from autograder.grading.host.scheduler import LocalPool
+        from autograder.grading.host.scheduler import DaskExecutor, LocalExecutor
 
-            self.pool = LocalPool(self.args.jobs, self.options).start()
+        if self.args.scheduler:
+            self.pool = DaskExecutor(self.args.scheduler)
+        else:
+            self.pool = LocalExecutor(self.args.jobs, self.options)
+
+    def close(self):
+        if self.pool is not None:
+            pool, self.pool = self.pool, None
+            pool.shutdown()
 
     def collect(self):
         from autograder.grading.intake.collect import find_submissions
@@ -310,21 +324,19 @@ class GradeRun:
 
         try:
             if tasks:
-                if args.scheduler:
-                    from autograder.grading.host.scheduler import run_dask
+                from autograder.grading.host.scheduler import run
 
-                    run_dask(args.scheduler, tasks, on_result, self.options)
+                run(self.pool, tasks, on_result, self.options)
+                if args.scheduler:
                     self.jobs_text = f" on the Dask cluster at {args.scheduler}"
                 else:
-                    self.pool.run(tasks, on_result)
-                    n = len(self.pool.threads)
+                    n = self.pool.jobs
                     self.jobs_text = f" with {n} sandbox{'es' if n > 1 else ''}"
-            elif self.pool is not None:
-                self.pool.run([], None)
         except BaseException:
             self.bar.close()
             raise
         finally:
+            self.close()  # the sandboxes are done: stopped before the reports are written
             if self.writer is not None:
                 self.writer.close()
         self.bar.close()
@@ -399,16 +411,10 @@ def _calibrate(course, assignments, args, pool, options, limits, imports, out):
     which are graded in one kernel, which are refused. Printed once per assignment and written to
     ``OUT/calibration.txt``."""
     from autograder.grading.calibrate import Calibration
+    from autograder.grading.host.scheduler import run
 
-    if args.scheduler:
-        from autograder.grading.host.scheduler import run_dask
-
-        def run_tasks(tasks, on_result):
-            run_dask(args.scheduler, tasks, on_result, options)
-    else:
-
-        def run_tasks(tasks, on_result):
-            pool.run(tasks, on_result, final=False)
+    def run_tasks(tasks, on_result):
+        run(pool, tasks, on_result, options)
 
     calibration = Calibration(course).calibrate(assignments, run_tasks, limits, imports)
     lines = calibration.lines()

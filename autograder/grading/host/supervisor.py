@@ -611,7 +611,7 @@ _lock = threading.Lock()
 
 
 def thread_supervisor(options: Options) -> Supervisor:
-    """The calling thread's supervisor (started on first use; used by the Dask tasks)."""
+    """The calling thread's supervisor (started on first use; see :mod:`.scheduler`)."""
     sup = getattr(_local, "supervisor", None)
     if sup is None or sup.options.sandbox != options.sandbox:
         sup = Supervisor(options)
@@ -622,9 +622,10 @@ def thread_supervisor(options: Options) -> Supervisor:
     return sup
 
 
-def close_all():
+def close_all(supervisors=None):
+    """Close ``supervisors`` (default: every one :func:`thread_supervisor` made) and forget them."""
     with _lock:
-        sups = list(_all)
-        _all.clear()
+        sups = list(_all) if supervisors is None else list(supervisors)
+        _all[:] = [s for s in _all if all(s is not t for t in sups)]
     for s in sups:
         s.close()
