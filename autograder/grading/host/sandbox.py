@@ -28,10 +28,8 @@ the submission is killed when it is done.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import secrets
 import os
-import select
+import secrets
 import shutil
 import signal
 import subprocess
@@ -41,6 +40,9 @@ from autograder.grading.host.sandbox import (
     sandbox_env,
     sandbox_tmp,
 )
+from autograder.grading.status import CALL_TEXT
+from autograder.wire.frames import ProtocolError, Timeout, read_frame, wait_readable, write_frame
+from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
 
 STARTUP_TIMEOUT = 600
 GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
@@ -588,8 +590,7 @@ def _read_info(fd):
     data = b""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        r, _, _ = select.select([fd], [], [], 1.0)
-        if not r:
+        if not wait_readable([fd], 1.0):
             continue
         chunk = os.read(fd, 4096)
         if not chunk:

@@ -28,7 +28,6 @@ import base64
 import io
 import json
 import os
-import select
 import selectors
 import signal
 import sys
@@ -43,6 +42,7 @@ from autograder.wire.frames import (
     read_body,
     read_frame,
     read_header,
+    wait_readable,
     write_frame,
 )
 
@@ -858,8 +858,7 @@ def _read_output(path, keep):
 
 
 def _read_main_pid(fd):
-    ready, _, _ = select.select([fd], [], [], 60)
-    data = os.read(fd, 100) if ready else b""
+    data = os.read(fd, 100) if wait_readable([fd], 60) else b""
     try:
         pid, isolated = data.split()
         return int(pid), bool(int(isolated))
