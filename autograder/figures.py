@@ -172,7 +172,7 @@ def _autograder_figure_info_hook():
 
 _autograder_figure_info_hook()
 del _autograder_figure_info_hook
-''' % {"mime": INFO_MIME}
+'''.replace("%(mime)s", INFO_MIME)
 
 
 @dataclass
@@ -391,7 +391,7 @@ def figure_differences(old: dict, new: dict, tolerance: float = TOLERANCE) -> li
             out.append(f"its {key} is {new.get(key)!r}, committed {old.get(key)!r}")
     if len(old["axes"]) != len(new["axes"]):
         return out + [f"it has {len(new['axes'])} axes, committed {len(old['axes'])}"]
-    for i, (a, b) in enumerate(zip(old["axes"], new["axes"])):
+    for i, (a, b) in enumerate(zip(old["axes"], new["axes"], strict=True)):
         name = _axes_name(old, i)
         for key in (
             "title",
@@ -417,9 +417,9 @@ def figure_differences(old: dict, new: dict, tolerance: float = TOLERANCE) -> li
             )
             continue
         scales = a.get("scale") or ["linear", "linear"]
-        lims = _numbers(list(zip(*a["limits"])), scales) if a.get("limits") else None
+        lims = _numbers(list(zip(*a["limits"], strict=False)), scales) if a.get("limits") else None
         spans = [_span(list(lims[:, k])) for k in range(2)] if lims is not None else [1.0, 1.0]
-        for p, q in zip(a["plotted"], b["plotted"]):
+        for p, q in zip(a["plotted"], b["plotted"], strict=True):
             what = f"{name}, {p['kind']}" + (
                 f" {p['label']!r}" if p["label"] and not p["label"].startswith("_") else ""
             )
@@ -464,7 +464,7 @@ def figure_differences(old: dict, new: dict, tolerance: float = TOLERANCE) -> li
                         f"(tolerance {tolerance:.0%})"
                     )
         if a.get("limits") and b.get("limits"):
-            moved = _moved(lims, _numbers(list(zip(*b["limits"])), scales), spans)
+            moved = _moved(lims, _numbers(list(zip(*b["limits"], strict=False)), scales), spans)
             if moved is None or moved > tolerance:
                 out.append(f"{name}: the axis limits are {b['limits']}, committed {a['limits']}")
     return out
@@ -478,7 +478,10 @@ def _committed_problems(where, outputs, figures) -> list:
             f"{where}: the committed figure has no record of its plotted data: re-execute the lesson "
             "with `make notebooks`"
         ]
-    if any(r["image_sha256"] != image_digest(_image(o)[1]) for r, o in zip(records, outputs)):
+    if any(
+        r["image_sha256"] != image_digest(_image(o)[1])
+        for r, o in zip(records, outputs, strict=True)
+    ):
         return [
             f"{where}: the committed image was not drawn by the run that recorded its data: re-execute "
             "the lesson with `make notebooks`"
@@ -488,7 +491,7 @@ def _committed_problems(where, outputs, figures) -> list:
             f"{where}: a fresh run shows {len(figures)} figures, the committed notebook {len(records)}"
         ]
     problems = []
-    for k, (record, figure) in enumerate(zip(records, figures)):
+    for k, (record, figure) in enumerate(zip(records, figures, strict=True)):
         differences = figure_differences(json.loads(record["figure"]), figure.info)
         if differences:
             n = len(differences) - 1

@@ -242,8 +242,8 @@ class Submission:
 
     def bind(self, names):
         """Bind the student's names for the next test (see the module docstring)."""
-        from autograder.wire import observation
         from autograder.remote import Remote, StudentProcessError
+        from autograder.wire import observation
 
         if names is None:
             names = {}
@@ -289,8 +289,8 @@ class Submission:
         student's names (a function that updates a global list): the judge's namespace follows,
         as one kernel's would - except where the running test rebound or deleted the name itself.
         A value changed in place is changed in place here too (a test's alias sees it)."""
-        from autograder.wire import observation
         from autograder.remote import Remote
+        from autograder.wire import observation
 
         if type(names) is not dict or len(names) > 2000:
             raise observation.ObservationError("bad names")

@@ -28,9 +28,6 @@ import threading
 import time
 from pathlib import Path
 
-from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
-from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
-from autograder.grading.status import CALL_TEXT
 from autograder.grading.host.sandbox import (
     WorkerFailure,
     _children,
@@ -364,7 +361,7 @@ class _NotebookRun:
 
     def _run_tests(self, ks):
         n = len(self.task["tests"])
-        for i, k in enumerate(ks):
+        for k in ks:
             if not 0 <= k < n or k in self.tests:
                 self.garbled = True
                 continue

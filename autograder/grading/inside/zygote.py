@@ -326,6 +326,7 @@ def grade(task, shell, restorer, namespace, config):
                             student.REP_FD,
                             student.TOK_FD,
                         ),
+                        strict=True,
                     ):
                         os.dup2(src, dst)
                     student.main_line(task, shell, restorer, config, namespace)
