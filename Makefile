@@ -94,7 +94,7 @@ nbval: $(STAMP)
 	$(BIN)/python -m pytest course solutions $(PYTEST_ARGS)
 
 notebooks: $(STAMP)
-	$(BIN)/python -m autograder.notebooks execute $(wildcard course/*.ipynb) $(wildcard solutions/*/*.ipynb)
+	$(BIN)/python -m autograder.authoring.notebooks execute $(wildcard course/*.ipynb) $(wildcard solutions/*/*.ipynb)
 	$(MAKE) exercises
 
 exercises: $(STAMP)
@@ -113,7 +113,7 @@ fuzz: system-packages-test $(STAMP)
 	$(BIN)/python -m tests.fuzz $(FUZZ_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m autograder.grading.bench $(BENCH_ARGS)
+	$(BIN)/python -m autograder.authoring.bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
