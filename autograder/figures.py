@@ -53,6 +53,7 @@ __all__ = [
     "kernel_hook",
     "record_figures",
     "execute_with_figure_info",
+    "cell_figures",
     "figure_problems",
     "figure_differences",
     "lesson_problems",
@@ -269,24 +270,28 @@ def execute_with_figure_info(path, timeout: int = 600, env: dict | None = None) 
         client.execute(
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
         )
-    cells = []
-    for index, cell in enumerate(run.cells):
-        if cell.cell_type != "code":
-            continue
-        result = CellFigures(index, FIGURE_TAG in _tags(nb.cells[index]))
-        for output in cell.get("outputs", []):
-            if output.output_type == "error" and "raises-exception" not in _tags(nb.cells[index]):
-                result.errors.append(f"{output.ename}: {output.evalue}")
-            if output.output_type in ("display_data", "execute_result") and INFO_MIME in output.get(
-                "data", {}
-            ):
-                mime, image = _image(output)
-                result.figures.append(Figure(dict(output["data"][INFO_MIME]), image, mime))
-        result.outputs = (
-            record_figures(nbformat.v4.new_notebook(cells=[copy.deepcopy(cell)])).cells[0].outputs
-        )
-        cells.append(result)
-    return cells
+    return [
+        cell_figures(index, nb.cells[index], cell.get("outputs", []))
+        for index, cell in enumerate(run.cells)
+        if cell.cell_type == "code"
+    ]
+
+
+def cell_figures(index: int, committed, outputs) -> CellFigures:
+    """The figures of code cell ``index`` in a fresh run's ``outputs`` (of a kernel started with
+    :func:`kernel_hook`: nbclient's above, or nbval's); ``committed``: the cell as committed."""
+    result = CellFigures(index, FIGURE_TAG in _tags(committed))
+    for output in outputs:
+        if output.output_type == "error" and "raises-exception" not in _tags(committed):
+            result.errors.append(f"{output.ename}: {output.evalue}")
+        if output.output_type in ("display_data", "execute_result") and INFO_MIME in output.get(
+            "data", {}
+        ):
+            mime, image = _image(output)
+            result.figures.append(Figure(dict(output["data"][INFO_MIME]), image, mime))
+    fresh = nbformat.v4.new_code_cell(outputs=copy.deepcopy(list(outputs)))
+    result.outputs = record_figures(nbformat.v4.new_notebook(cells=[fresh])).cells[0].outputs
+    return result
 
 
 def _axes_name(info, i):

@@ -126,7 +126,11 @@ def pytest_collection_modifyitems(config, items):
     """Markers that follow from what a test uses (pyproject.toml registers them): `sandbox` on
     every test whose fixtures include needs_bubblewrap; `slow` on every nbval notebook cell and
     every test that reads stock_grades (stock nbgrader autograde of every fixture).
-    The test modules mark the rest (`slow`, `browser`) themselves."""
+    The test modules mark the rest (`slow`, `browser`) themselves. Each lesson's nbval run is
+    also its figure check (tests/nbval_figures.py)."""
+    from nbval_figures import add_figure_checks
+
+    items[:] = add_figure_checks(items)
     for item in items:
         if "needs_bubblewrap" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sandbox)
