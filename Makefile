@@ -28,7 +28,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/00_start_here.ipynb
 LAB_ROOT ?= $(CURDIR)
 
-.PHONY: fuzz lab test test-fast lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
+.PHONY: bench-report bench-serve fuzz lab test test-fast lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
@@ -43,6 +43,8 @@ help:
 	@echo "make lock     - rewrite requirements.lock from the installed .venv"
 	@echo "make fuzz     - differential fuzz vs stock nbgrader (FUZZ_ARGS=--n 50 --seed 1), report in artifacts/fuzz/"
 	@echo "make bench    - autograder grade vs stock nbgrader autograde on N submissions (BENCH_ARGS=--n 60)"
+	@echo "make bench-report - autograder report on a synthetic class of 4,000 notebooks (REPORT_BENCH_ARGS=...)"
+	@echo "make bench-serve - autograder serve: submit-to-feedback p50/p95, a burst, kill -9 mid-burst"
 
 venv: $(STAMP)
 
@@ -50,7 +52,7 @@ $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' \
 		|| { echo "Set PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --constraint requirements.lock --editable '.[dev]'
+	$(BIN)/python -m pip install --quiet --constraint requirements.lock --editable '.[dev,serve]'
 	touch $(STAMP)
 
 # LAB_ROOT: the folder JupyterLab serves (and where nbgrader's formgrader reads nbgrader_config.py).
@@ -114,6 +116,15 @@ fuzz: system-packages-test $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m autograder.authoring.bench $(BENCH_ARGS)
+
+REPORT_BENCH_ARGS ?= --notebooks 4000
+bench-report: $(STAMP)
+	$(BIN)/python -m autograder.authoring.bench_report $(REPORT_BENCH_ARGS)
+
+# autograder serve: submit -> feedback times, a burst, a kill -9 mid-burst (figures in artifacts/)
+BENCH_SERVE_ARGS ?=
+bench-serve: system-packages-test $(STAMP)
+	$(BIN)/python -m autograder.authoring.serve_bench $(BENCH_SERVE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

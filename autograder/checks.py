@@ -34,7 +34,7 @@ import sys
 import torch
 
 from . import remote
-from .messages import CheckFailure, describe, fail
+from .messages import CheckFailure, NotImplementedYet, describe, fail, is_stub
 from .remote import Outcome, observe, quiet
 from .wire import observation
 from .wire.observation import Foreign, TensorMeta
@@ -220,6 +220,14 @@ def as_bool(value, what="the result"):
     )
 
 
+def _not_stub(exc, what):
+    """A check that turns a student's exception into a failure: the release stub's
+    ``NotImplementedError`` is said as "not implemented yet", never with the check's guessed
+    cause (:class:`~autograder.messages.NotImplementedYet`)."""
+    if is_stub(exc):
+        raise NotImplementedYet(what) from None
+
+
 # --------------------------------------------------------------------------- checks
 
 
@@ -274,6 +282,7 @@ def check_returns(call, expected: bool, what, *, cause=None, pick=None):
     if isinstance(call, Outcome):
         if call.raised:
             exc = call.error
+            _not_stub(exc, what)
             fail(
                 f"{what} raised {type(exc).__name__}",
                 expected=expected,
@@ -286,6 +295,7 @@ def check_returns(call, expected: bool, what, *, cause=None, pick=None):
             with quiet():
                 found = call()
         except Exception as exc:  # noqa: BLE001 - turned into an actionable message
+            _not_stub(exc, what)
             fail(
                 f"{what} raised {type(exc).__name__}",
                 expected=expected,
@@ -310,6 +320,7 @@ def check_call(call, what, *, cause=None):
     except CheckFailure:
         raise
     except Exception as exc:  # noqa: BLE001 - turned into an actionable message
+        _not_stub(exc, what)
         fail(
             f"{what} raised {type(exc).__name__}",
             expected="no exception",
@@ -421,6 +432,7 @@ def check_raises(call, exception_types, what, *, match=None, cause=None):
             )
         return exc
     except Exception as exc:  # noqa: BLE001 - reported to the student, not swallowed silently
+        _not_stub(exc, what)
         fail(f"{what} raised the wrong exception", expected=names, found=describe(exc), cause=cause)
     fail(f"{what} did not raise", expected=names, found="no exception", cause=cause)
 
@@ -433,6 +445,7 @@ def check_same_object(call, exception, what, *, cause=None):
     except BaseException as exc:  # noqa: BLE001 - identity is what is being checked
         if exc is exception:
             return
+        _not_stub(exc, what)
         fail(
             f"{what} did not let the original exception through",
             expected=f"the very same {type(exception).__name__} object: {describe(exception)}",

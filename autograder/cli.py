@@ -13,10 +13,13 @@ import sys
 # module path of each subcommand, in the order shown by --help
 SUBCOMMANDS = [
     "autograder.grading.command",
+    "autograder.grading.results.class_report",
+    "autograder.grading.serve.command",
     "autograder.grading.intake.zipcollect",
     "autograder.selfcheck",
     "autograder.progress",
     "autograder.learner.submit",
+    "autograder.learner.feedback",
     "autograder.figures",
 ]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import reprlib
 
-__all__ = ["CheckFailure", "describe", "format_failure", "fail"]
+__all__ = ["CheckFailure", "NotImplementedYet", "describe", "format_failure", "fail", "is_stub"]
 
 _MAX_CHARS = 300
 
@@ -24,12 +24,59 @@ _MAX_CHARS = 300
 class CheckFailure(AssertionError):
     """A check failed. ``str(exc)`` is the whole message shown to the student."""
 
+    kind = "check"
+
     def __init__(self, what, expected=None, found=None, cause=None):
         self.what = what
         self.expected = expected
         self.found = found
         self.cause = cause
-        super().__init__(format_failure(what, expected, found, cause))
+        # each part as text once (a value from student code is described once, never again)
+        self.texts = {
+            "check": f"{what}",
+            "expected": None if expected is None else f"{expected}",
+            "found": None if found is None else f"{found}",
+            "cause": f"{cause}" if cause else None,
+        }
+        t = self.texts
+        super().__init__(format_failure(t["check"], t["expected"], t["found"], t["cause"]))
+
+    def parts(self) -> dict:
+        """The message's parts as text (what the grader keeps beside ``grades.csv``): ``kind``,
+        ``check`` (the first line), ``expected``, ``found``, ``cause`` (None where not given)."""
+        return dict(self.texts, kind=self.kind)
+
+
+STUB = "not implemented yet"
+STUB_HINT = (
+    f"{STUB} (it still raises NotImplementedError: write your code where it says "
+    "`# YOUR CODE HERE` and delete the `raise NotImplementedError()` line)"
+)
+
+
+def is_stub(exc) -> bool:
+    """True for nbgrader's release stub: a plain ``NotImplementedError`` without a message
+    (``raise NotImplementedError()`` in the answer cell). PyTorch's own ``NotImplementedError``
+    (a ``Function`` without ``backward``, an operator without a kernel) always says what is
+    missing, and is not the stub."""
+    if type(exc) is not NotImplementedError:
+        return False
+    try:
+        return str(exc).strip() == ""
+    except Exception:  # noqa: BLE001
+        return False
+
+
+class NotImplementedYet(CheckFailure):
+    """The function a check called is still the release stub: said as such, with no guessed cause
+    (a cause about shapes or leaves would be about code that does not exist yet)."""
+
+    kind = "not-implemented"
+
+    def __init__(self, what):
+        super().__init__(f"{what}: {STUB_HINT}")
+        self.what = what
+        self.texts["check"] = f"{what}"
 
 
 def _shorten(text: str) -> str:

@@ -2,7 +2,7 @@
 
     autograder progress [EXERCISES_FOLDER]
 
-From a cell (the start page has one)::
+From a cell (course/00_checking_and_submitting.ipynb has one)::
 
     from autograder.progress import progress
     progress("../exercises")

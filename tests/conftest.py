@@ -159,6 +159,8 @@ def _is_notebook(item):
 FIRST = {
     "tests/test_autograde.py": 692,  # stock_grades
     "tests/test_any_course.py": 241,
+    "tests/test_serve.py": 230,  # autograder serve (2026-11-26, a loaded machine)
+    "tests/test_serve_hub.py": 156,
     "tests/test_browser.py": 133,
     "tests/test_grading.py": 130,  # 347 s
     "tests/test_selfcheck.py": 123,

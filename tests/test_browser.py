@@ -284,13 +284,17 @@ def test_student_path(lab, page):
         ".jp-InputPrompt')].map(e => e.textContent.trim())"
     )
     # JupyterLab runs the cells one by one: done when the last code cell has its number, or when
-    # nothing has run for 15 s (Run All stopped at an error: the saved file below says where)
+    # nothing has run for 15 s (Run All stopped at an error: the saved file below says where).
+    # A cell scrolled out of view is not in the page (JupyterLab renders the visible cells only),
+    # so a long cell off screen shows no [*]: the kernel's "Busy" in the status bar counts too.
+    busy = page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"\| Busy"))
     deadline, quiet = time.time() + 2 * TIMEOUT_MS / 1000, 0
     while True:
         prompts = page.evaluate(prompts_js)
         if re.fullmatch(r"\[\d+\]:?", prompts[-1]):
             break
-        quiet = 0 if any("*" in p for p in prompts) else quiet + 1
+        running = any("*" in p for p in prompts) or busy.count() > 0
+        quiet = 0 if running else quiet + 1
         if quiet >= 15:
             break
         assert time.time() < deadline, f"the lesson's Run All did not finish; prompts: {prompts}"
@@ -413,10 +417,18 @@ def test_student_path(lab, page):
         o.get("text", "") for o in saved.cells[check_index].outputs
     )
 
-    # 7. progress, from the start page's cell: exercise 1 has full marks, the others are not started
+    # 7. progress, from the cell of the page the start page links to for checking, submitting
+    # and progress: exercise 1 has full marks, the others are not started
     page.locator(".lm-TabBar-tab", has_text="00_start_here.ipynb").first.click()
     start = current_notebook(page)
-    progress_cell = start.locator(".jp-CodeCell", has_text='progress("../exercises")').first
+    link = start.locator('.jp-RenderedMarkdown a[href*="/files/course/00_checking_and_submitting"]')
+    link.first.scroll_into_view_if_needed()
+    link.first.click()
+    page.locator(
+        ".lm-TabBar-tab.lm-mod-current", has_text="00_checking_and_submitting.ipynb"
+    ).wait_for()
+    mechanics = current_notebook(page)
+    progress_cell = mechanics.locator(".jp-CodeCell", has_text='progress("../exercises")').first
     progress_cell.scroll_into_view_if_needed()
     progress_cell.locator(".jp-InputPrompt").click()
     page.keyboard.press("Shift+Enter")
@@ -513,3 +525,42 @@ def test_self_check_from_the_terminal(lab, page):
     screen = text.inner_text()
     assert "2 of 2 functions pass their visible tests" in screen
     shot(page, "08-terminal-self-check.png")
+
+
+REPORT_SHOT = REPO / "artifacts" / "report" / "report.png"  # (artifacts/browser/ is the lab's)
+
+
+def test_class_report_page(browser, tmp_path):
+    """`autograder report`'s page in chromium, opened from disk: no request but the page itself
+    (and any the page tried would be refused by its Content-Security-Policy and logged as a
+    console error, which fails the test), no script, no dialog; student text with markup, a
+    script tag and formula-like values shows as text; one histogram (an inline SVG) per
+    notebook. The screenshot: artifacts/report/report.png."""
+    from autograder.authoring.bench_report import synthetic_rows
+    from autograder.grading.results.class_report import write_report
+    from test_report import hostile_rows, write_class
+
+    rows = synthetic_rows(300, seed=4)
+    for r in hostile_rows():
+        r.assignment = r.notebook = "zz_hostile"
+        rows.append(r)
+    path = write_report(write_class(tmp_path / "out", rows), with_students=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 1400})
+    page = context.new_page()
+    requests, dialogs = [], []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    errors = collect_javascript_errors(page)
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    assert page.locator("script").count() == 0
+    assert page.locator("svg").count() == 6  # five assignments and the hostile one
+    hostile = page.locator("#t-zz_hostile--zz_hostile").locator("xpath=following-sibling::*")
+    assert hostile.get_by_text("<script>alert('x')</script>").count() >= 1
+    assert page.get_by_text("<b>stu</b>-").count() >= 1
+    page.wait_for_timeout(300)
+    REPORT_SHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(REPORT_SHOT))
+    context.close()
+    assert requests == [path.as_uri()], requests
+    assert not dialogs and not errors, (dialogs, errors)

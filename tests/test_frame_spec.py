@@ -69,6 +69,7 @@ EXAMPLES = {
             "partial": None,
             "error": "AssertionError",
             "message": "no",
+            "failure": {"kind": "check", "check": "f(x) returned 1", "cause": "clone x"},
             "status": None,
             "stderr": False,
             "output": "",

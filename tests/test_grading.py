@@ -615,3 +615,106 @@ def test_dask_scheduler_gives_the_same_csv(honest, tmp_path):
     assert (tmp_path / "out" / "grades.csv").read_text() == (
         honest["out"] / "grades.csv"
     ).read_text()
+
+
+# --------------------------------------------------------------------------- autograder report
+
+
+def test_results_jsonl_keeps_each_checks_parts_and_the_stub(honest):
+    """results.jsonl has grades.csv's rows; a failed check of this course keeps its parts (the
+    judge's, never read back from text); the blank release says "not implemented yet" with no
+    guessed cause, in results.jsonl and on its feedback pages - but for the answer cells that
+    define names ("cause_1 is not set": a true cause)."""
+    lines = [json.loads(x) for x in (honest["out"] / "results.jsonl").read_text().splitlines()]
+    assert [
+        (d["student"], d["assignment"], d["grade_id"], d["score"], d["status"]) for d in lines
+    ] == [
+        (r["student"], r["assignment"], r["grade_id"], float(r["score"]), r["status"])
+        for r in honest["rows"]
+    ]
+    failing = [d for d in lines if d["score"] < d["max_score"]]
+    assert failing and all(d["parts_from"] == "judge" and d["check"] for d in failing)
+    blank = [d for d in failing if d["student"] == "blank"]
+    for d in blank:
+        if d["kind"] == "not-implemented":
+            assert (
+                d["cause"] is None
+                and d["expected"] is None
+                and "not implemented yet" in d["message"]
+            )
+        else:
+            assert d["check"].endswith("is not set") or "is not set (" in d["check"], d
+    assert sum(d["kind"] == "not-implemented" for d in blank) >= 0.85 * len(blank)
+    for a in assignments():
+        for nb in notebooks(a):
+            page = (honest["out"] / "feedback" / "blank" / a / f"{nb}.html").read_text()
+            if a.startswith("03"):  # the issue's example: every test of exercise 3
+                assert page.count("not implemented yet") == len(
+                    read_source(a, SOLUTIONS / a / f"{nb}.ipynb").tests
+                )
+                assert "likely cause" not in page
+
+
+def test_class_report_of_the_course_fixtures(honest, tmp_path):
+    """The report on every assignment's solution, blank release and fixture submissions:
+    tests.csv is exactly what grades.csv gives; each named mistake of tests/fixtures/submissions
+    (its failing rows) lands in exactly one cause group per test; at least 95 % of the named
+    mistakes' failing rows, and of all failing rows, carry a named cause."""
+    from autograder.grading.results.class_report import build, read_results, write_report
+    from test_report import assert_tests_csv_matches
+
+    page = write_report(honest["out"], tmp_path / "report")
+    assert_tests_csv_matches(page.parent / "tests.csv", honest["out"] / "grades.csv")
+    rows, _ = read_results(honest["out"])
+    mistakes = {
+        (a, case)
+        for a in assignments()
+        for case in fixture_cases(a)
+        if not case.startswith(("correct", "honest"))
+    }
+    groups_of: dict = {}
+    named = total = mistake_rows = mistake_named = 0
+    for section in build(rows):
+        for t in section.tests:
+            for g in t.groups:
+                for r in g.rows:
+                    total += 1
+                    named += g.kind in ("cause", "not-implemented")
+                    if (r.assignment, r.student) in mistakes:
+                        groups_of.setdefault((r.assignment, r.student, t.grade_id), []).append(g)
+                        mistake_rows += 1
+                        mistake_named += g.kind == "cause"
+    # every test a named mistake fails under stock nbgrader is in the report, in one group
+    expected = {(a, case, gid) for a, case in mistakes for gid in fixture_cases(a)[case]}
+    assert set(groups_of) == expected
+    assert all(len(gs) == 1 for gs in groups_of.values())
+    share, share_all = mistake_named / mistake_rows, named / total
+    print(
+        f"named mistakes: {mistake_named}/{mistake_rows} failing rows with a likely cause "
+        f"({100 * share:.1f} %); all failing rows with a named cause or not implemented yet: "
+        f"{named}/{total} ({100 * share_all:.1f} %)"
+    )
+    assert share >= 0.95 and share_all >= 0.95
+
+
+def test_class_report_groups_the_hostile_rows_by_status(hostile, tmp_path):
+    """Rows that could not count (timeout, memory-limit, tampered, ...) are grouped by status,
+    and tests.csv's status columns are grades.csv's."""
+    from autograder.grading.results.class_report import write_report
+    from test_report import assert_tests_csv_matches
+
+    page = write_report(hostile["out"], tmp_path / "report", with_students=True)
+    assert_tests_csv_matches(page.parent / "tests.csv", hostile["out"] / "grades.csv")
+    causes = read_csv(page.parent / "causes.csv")
+    statuses = {r["status"] for r in read_csv(hostile["out"] / "grades.csv")} - {"ok", "in-kernel"}
+    assert statuses and statuses <= {r["cause"] for r in causes if r["kind"] == "status"}
+    grades = read_csv(hostile["out"] / "grades.csv")
+    for r in causes:
+        if r["kind"] == "status":
+            assert int(r["rows"]) == sum(  # (a tampered row keeps the judge's score: may pass)
+                g["status"] == r["cause"]
+                and g["grade_id"] == r["grade_id"]
+                and float(g["score"]) < float(g["max_score"])
+                for g in grades
+            )
+            assert r["students"]

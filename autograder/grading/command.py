@@ -374,6 +374,9 @@ class GradeRun:
 
         out, all_rows = self.out, self.rows
         report.write_csv(out / "grades.csv", all_rows)
+        report.write_jsonl(
+            out / "results.jsonl", all_rows
+        )  # what each test said: autograder report
         print(report.summary(all_rows, time.monotonic() - self.started, self.jobs_text))
         review = out / "review.txt"
         flagged = report.review_lines(all_rows)

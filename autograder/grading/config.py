@@ -9,6 +9,8 @@ nbgrader's own application class, so every setting means what it means to nbgrad
 * ``Execute.timeout`` (nbgrader's ExecutePreprocessor timeout, per cell) - the default of
   ``--timeout``;
 * ``ClearHiddenTests.begin_test_delimeter`` / ``end_test_delimeter`` - where hidden tests start;
+* ``Exchange.root`` and ``AutograderServe.*`` (``autograder serve``: where students submit,
+  and the policy of :mod:`.serve.policy`);
 * ``AutograderGrade.preload`` (this tool's own setting; optional): modules the warm sandbox
   imports before forking a student process. Default: the modules the course's source notebooks
   import (torch in this course, nothing but the standard library in many others).
@@ -44,6 +46,8 @@ class CourseConfig:
     ignore: list = field(default_factory=list)
     max_file_size: int = 100000
     files: list = field(default_factory=list)  # config files read
+    exchange_root: str = "/srv/nbgrader/exchange"  # Exchange.root (autograder serve)
+    serve: dict = field(default_factory=dict)  # AutograderServe.* (autograder serve's policy)
 
     @property
     def source(self) -> Path:
@@ -109,6 +113,8 @@ def load(root) -> CourseConfig:
             ignore=list(cd.ignore),
             max_file_size=int(cd.max_file_size),
             files=files,
+            exchange_root=str(app.config.get("Exchange", {}).get("root", "/srv/nbgrader/exchange")),
+            serve=dict(app.config.get("AutograderServe", {})),
         )
     finally:
         AutogradeApp.clear_instance()

@@ -27,8 +27,9 @@ from .silence import quiet, quiet_depth
 class Link:
     """The judge's end of calls into student code, handed to :func:`connect` by the judge.
 
-    ``channel``: ``.call(header: dict, payload: bytes) -> bytes`` (and, if it has one,
-    ``.report(error)``: a reply that cannot be genuine, for the row's status); ``edits``:
+    ``channel``: ``.call(header: dict, payload: bytes) -> bytes`` (and, if it has them,
+    ``.report(error)``: a reply that cannot be genuine, for the row's status; ``.raised(error)``:
+    each exception student code raised, decoded, before the test sees it); ``edits``:
     ``() -> {name: DELETED | handle}``, the running test's edits of the student's names;
     ``rebind``: ``(names report) -> None``, the judge's namespace follows what a call changed."""
 
@@ -378,6 +379,9 @@ def _ship(fn, args, kwargs, tracked=None):
             error = dec.decode(doc["raised"])
             if not isinstance(error, BaseException):
                 raise observation.ObservationError("raised something that is not an exception")
+            seen = getattr(link.channel, "raised", None)
+            if seen is not None:
+                seen(error)
         elif "returned" in doc:
             value = dec.decode(doc["returned"])
         else:

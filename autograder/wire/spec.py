@@ -37,7 +37,9 @@
                      started   {"ev": "ready"}                        the child is ready for tests
                      call      {"op": "call", "quiet", "rng"} + body: a pickled call into student code
                      verdict   {"ev": "verdict", "k", "passed", "partial", "error", "message",
-                               "status", "stderr", "output", "seconds"}
+                               "failure", "status", "stderr", "output", "seconds"}
+                               (failure: a failed check's parts, {"kind", "check", "expected",
+                               "found", "cause"}, or null)
                      child-exit {"ev": "child-exit", "status", "peak_rss_kb"}
 
 ``test`` - the relay and the student's test process (inside the sandbox): the host's ``begin``
@@ -132,6 +134,7 @@ SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[st
             "partial": _NUM + _NONE,
             "error": _STR + _NONE,
             "message": _STR + _NONE,
+            "failure": _DICT + _NONE,
             "status": _STR + _NONE,
             "output": _STR + _NONE,
             "seconds": _NUM + _NONE,

@@ -157,8 +157,16 @@ class Channel:
         if error not in PROBLEMS:
             PROBLEMS.append(error)
 
+    def raised(self, error):
+        """An exception a call into student code raised: the release stub's is counted."""
+        from autograder.messages import is_stub
+
+        if is_stub(error):
+            STUBS.append(True)
+
 
 PROBLEMS: list = []  # what went wrong with the student's process during the current test
+STUBS: list = []  # the release stub's NotImplementedError, once per call that raised it (this test)
 
 
 class _Capture(io.TextIOBase):
@@ -325,9 +333,10 @@ class Submission:
         from autograder.remote import StudentProcessError
 
         PROBLEMS.clear()
+        STUBS.clear()
         started = time.perf_counter()
         out, err = _Capture(), _Capture()
-        passed, partial, name, message = False, None, "", ""
+        passed, partial, name, message, failure = False, None, "", "", None
         compiled = self.compiled[k]
         real = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
@@ -342,6 +351,7 @@ class Submission:
             partial = partial_grade(value)
         except BaseException as exc:  # noqa: BLE001 - the test failed: whatever it raised
             name, message = describe(exc)
+            failure = failure_parts(exc)
             if isinstance(exc, StudentProcessError) and exc not in PROBLEMS:
                 PROBLEMS.append(exc)
             memory = isinstance(exc, MemoryError) or any(w in message for w in MEMORY_WORDS)
@@ -355,6 +365,10 @@ class Submission:
         if status and passed:  # the test swallowed what went wrong: it cannot count
             passed, partial = False, None
             name, message = "StudentProcessError", str(PROBLEMS[0])
+        if status:
+            failure = None  # the row's status says why, not the check
+        elif not passed and STUBS:  # the test called the release stub and failed: nothing else
+            failure, message = not_implemented(failure, message)  # is known, nor guessed
         wrote_stderr = err.size > 0
         if wrote_stderr and passed:
             passed = False
@@ -365,6 +379,7 @@ class Submission:
             "partial": partial,
             "error": name,
             "message": message[:MESSAGE_KEEP],
+            "failure": failure,
             "status": status,
             "stderr": wrote_stderr,
             "output": output,
@@ -463,6 +478,45 @@ def partial_grade(value):
     if grade != grade or grade < 0:
         return None
     return grade
+
+
+def failure_parts(exc):
+    """The structured parts of a failed check (:meth:`autograder.messages.CheckFailure.parts`:
+    kind, check, expected, found, cause), each bounded; for the release stub's bare
+    ``NotImplementedError`` raised through the test, kind ``not-implemented``; else None (the
+    row keeps the exception's type and message)."""
+    from autograder.messages import STUB, CheckFailure, is_stub
+
+    if is_stub(exc):
+        return {"kind": "not-implemented", "check": STUB}
+    if not isinstance(exc, CheckFailure):  # (a student's exception is a mirror, never this class)
+        return None
+    try:
+        parts = exc.parts()
+    except Exception:  # noqa: BLE001 - a test's own subclass of CheckFailure
+        return None
+    return {
+        key: value[:MESSAGE_KEEP]
+        for key, value in parts.items()
+        if key in FAILURE_PARTS and type(value) is str
+    }
+
+
+FAILURE_PARTS = ("kind", "check", "expected", "found", "cause")
+
+
+def not_implemented(failure, message):
+    """A failed test that called a function still the release stub (``raise
+    NotImplementedError()``): "not implemented yet", the check's first line kept, no expected,
+    found or likely cause (they would be about code not written yet)."""
+    from autograder.messages import STUB, STUB_HINT
+
+    check = (failure or {}).get("check") or ""
+    if check == STUB or (failure or {}).get("kind") == "not-implemented":
+        check = ""
+    return {"kind": "not-implemented", "check": check or STUB}, (
+        f"{check}: {STUB_HINT}" if check else STUB_HINT
+    )
 
 
 def describe(exc):

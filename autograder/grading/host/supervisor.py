@@ -417,6 +417,7 @@ class _NotebookRun:
                         "partial",
                         "error",
                         "message",
+                        "failure",
                         "status",
                         "output",
                         "seconds",

@@ -17,12 +17,14 @@ The status of a row says why its score is what it is (:data:`autograder.grading.
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.grading.status import LIMITS, MESSAGE, OF_CELL
+from autograder.messages import STUB_HINT
 
 FIELDS = ["student", "assignment", "notebook", "grade_id", "score", "max_score", "status"]
 
@@ -43,6 +45,8 @@ class Row:
     status: str
     message: str = ""
     hidden: bool = False
+    error: str = ""  # the exception's type name, for a test that raised
+    failure: dict | None = None  # a failed check's parts (the judge's :func:`failure_parts`)
 
     def csv(self) -> dict:
         return {
@@ -128,11 +132,103 @@ def _score(row, test, k, sub, result):
         row.status = "tampered" if garbled else "ok"
         return
     row.message = r.get("message") or ""
+    row.error = r["error"][:200] if isinstance(r.get("error"), str) else ""
+    row.failure = _parts(r.get("failure"))
     if r.get("error") and not row.message.startswith(r["error"]):
         row.message = f"{r['error']}: {row.message}" if row.message else r["error"]
+    if row.message.strip() in _BARE_STUB:  # the release stub, raised through the test cell
+        row.message = f"NotImplementedError: {STUB_HINT}"
     row.status = _limit_before(sub, result, k) or "ok"
     if garbled:
         row.status = "tampered"
+
+
+_BARE_STUB = ("NotImplementedError", "NotImplementedError:")
+PARTS = ("kind", "check", "expected", "found", "cause")
+
+
+def _parts(value) -> dict | None:
+    """A verdict's ``failure`` (the judge's, checked as data: known keys, text values)."""
+    if type(value) is not dict:
+        return None
+    return {k: value[k][:1500] for k in PARTS if type(value.get(k)) is str} or None
+
+
+def parse_failure(message: str, error: str = "") -> dict | None:
+    """A check's parts read back from its message (``what`` then ``  expected: ``, ``  found: ``,
+    ``  likely cause: `` lines, :func:`autograder.messages.format_failure`): for rows graded in
+    one kernel, whose verdict is the message alone. None for any other message."""
+    from autograder.messages import STUB
+
+    text = message or ""
+    for prefix in ("CheckFailure: ", "NotImplementedYet: "):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+            break
+    else:
+        if text.strip() in _BARE_STUB or (
+            error == "NotImplementedError" and text.startswith("NotImplementedError: " + STUB)
+        ):
+            return {"kind": "not-implemented", "check": STUB}
+        return None
+    if error not in ("", "CheckFailure", "NotImplementedYet"):
+        return None
+    lines = text.split("\n")
+    labels = {"  expected: ": "expected", "  found:    ": "found", "  likely cause: ": "cause"}
+    parts: dict = {"kind": "check", "check": lines[0]}
+    for line in lines[1:]:
+        for label, key in labels.items():
+            if line.startswith(label) and key not in parts:
+                parts[key] = line[len(label) :]
+                break
+        else:
+            return None  # not the three-part message
+    if lines[0].endswith(f": {STUB_HINT}"):
+        return {"kind": "not-implemented", "check": lines[0][: -len(STUB_HINT) - 2]}
+    if (
+        parts.get("found", "").rstrip().rstrip(":") == "NotImplementedError"
+    ):  # the stub's, described
+        return {"kind": "not-implemented", "check": lines[0]}
+    return parts
+
+
+def record(row: Row, attempt: int | None = None) -> dict:
+    """One line of ``results.jsonl``: the row of ``grades.csv`` with what the test said - the
+    exception's type (``error``), its message, and a failed check's parts (``kind``: ``check``
+    or ``not-implemented``; ``check``, ``expected``, ``found``, ``cause``; ``parts_from``:
+    ``judge`` when the judge kept them, ``message`` when read back from the message of a row
+    graded in one kernel)."""
+    failed = row.score < row.max_score
+    parts, source = (row.failure, "judge") if row.failure else (None, None)
+    if failed and parts is None and row.status in GRADED:
+        parts = parse_failure(row.message, row.error)
+        source = "message" if parts else None
+    out = {
+        "student": row.student,
+        "assignment": row.assignment,
+        "notebook": row.notebook,
+        "grade_id": row.grade_id,
+        "score": float(row.score),
+        "max_score": float(row.max_score),
+        "status": row.status,
+        "hidden": bool(row.hidden),
+        "error": row.error if failed else "",
+        "message": (row.message or "")[:1500] if failed else "",
+    }
+    for key in PARTS:
+        out[key] = (parts or {}).get(key) if failed else None
+    out["parts_from"] = source if failed else None
+    if attempt is not None:
+        out["attempt"] = int(attempt)
+    return out
+
+
+def write_jsonl(path: Path, rows, attempt: int | None = None, append: bool = False) -> None:
+    """``results.jsonl`` (one :func:`record` per row, in ``grades.csv``'s order); ``append`` adds
+    rows (``autograder serve``: each attempt's rows, with ``attempt``)."""
+    rows = sorted(rows, key=lambda r: (r.student, r.assignment, r.notebook))
+    with open(path, "a" if append else "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(record(r, attempt)) + "\n" for r in rows)
 
 
 def safe_cell(value: str) -> str:

@@ -1,0 +1,53 @@
+"""autograder.lessons counts what a reader reads: prose, text outputs, code lines and a pause
+per "predict, then run" prompt; optional sections and the second-language summary apart."""
+
+import nbformat
+import pytest
+
+from autograder.lessons import PREDICT_MINUTES, measure
+
+
+def _lesson(tmp_path, cells):
+    nb = nbformat.v4.new_notebook(cells=cells)
+    path = tmp_path / "01_x.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _code(source, outputs):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.outputs = outputs
+    return cell
+
+
+def test_prose_outputs_code_and_prompts_count_optional_and_chinese_do_not(tmp_path):
+    out = nbformat.v4.new_output
+    path = _lesson(
+        tmp_path,
+        [
+            nbformat.v4.new_markdown_cell("# Lesson\n\none two three. **Predict, then run:** four"),
+            _code(
+                "# a comment\nx = 1\n\nprint(x)",
+                [
+                    out("stream", name="stdout", text="five six\n"),
+                    out("execute_result", data={"text/plain": "seven"}, execution_count=1),
+                    out("display_data", data={"image/png": "AAAA", "text/plain": "<Figure>"}),
+                    out(
+                        "error",
+                        ename="RuntimeError",
+                        evalue="eight nine",
+                        traceback=["Traceback line", "\x1b[31mRuntimeError\x1b[0m: eight nine"],
+                    ),
+                ],
+            ),
+            nbformat.v4.new_markdown_cell("## Deep dive (optional)\n\nten eleven predict"),
+            _code("y = 2", [out("stream", name="stdout", text="twelve\n")]),
+            nbformat.v4.new_markdown_cell("## Summary\n\nthirteen\n\n### 小结（中文）\n\n十四"),
+        ],
+    )
+    t = measure(path)
+    # core prose: 9 + "## Summary thirteen"; outputs: "five six seven RuntimeError: eight nine"
+    assert (t.core.words, t.core.output_words, t.core.code_lines, t.core.prompts) == (12, 6, 2, 1)
+    assert (t.optional.words, t.optional.output_words, t.optional.code_lines) == (10, 1, 1)
+    assert t.optional.prompts == 1
+    assert t.minutes == pytest.approx((12 + 6) / 150 + 2 / 10 + PREDICT_MINUTES)

@@ -1,0 +1,151 @@
+"""`autograder serve`'s parts without a sandbox: policy, student view, intake refusals, ledger."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from autograder.grading.serve import exchange
+from autograder.grading.serve.ledger import Ledger
+from autograder.grading.serve.policy import Policy, student_rows
+from autograder.learner.feedback import as_text
+
+ROWS = [
+    {
+        "grade_id": "t_vis",
+        "score": 0.0,
+        "max_score": 1.0,
+        "status": "ok",
+        "message": "expected 1",
+        "hidden": False,
+    },
+    {
+        "grade_id": "t_hid",
+        "score": 0.0,
+        "max_score": 2.0,
+        "status": "ok",
+        "message": "expected 42",
+        "hidden": True,
+    },
+]
+
+
+def test_policy_defaults_and_refusals():
+    p = Policy.from_config({})
+    assert (p.hidden_before_deadline, p.cooldown, p.max_attempts) == ("pass-fail", 60.0, 20)
+    with pytest.raises(ValueError, match="unknown AutograderServe"):
+        Policy.from_config({"cooldwn": 3})
+    with pytest.raises(ValueError, match="one of"):
+        Policy.from_config({"hidden_before_deadline": "all"})
+    assert p.hidden_mode(None, 10) == "pass-fail"
+    assert p.hidden_mode(5.0, 10) == "everything" and p.hidden_mode(50.0, 10) == "pass-fail"
+
+
+@pytest.mark.parametrize(
+    "mode, keys",
+    [
+        ("pass-fail", {"test", "kind", "passed"}),
+        ("points", {"test", "kind", "passed", "points", "max_points"}),
+        ("everything", {"test", "kind", "passed", "points", "max_points", "status", "message"}),
+    ],
+)
+def test_hidden_rows_show_what_the_policy_allows(mode, keys):
+    visible, hidden = student_rows(ROWS, mode)
+    assert set(hidden) == keys
+    assert visible["message"] == "expected 1"  # a visible test always says why
+    assert ("expected 42" in str(hidden)) == (mode == "everything")
+
+
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("alice+01+2026-01-01 00:00:00.000000 UTC", "no assignment"),
+        ("al ice+A+2026-01-01 00:00:00.000000 UTC+x", "student id"),
+        ("alice+A+yesterday+x", "timestamp"),
+        ("alice\n+A+2026-01-01 00:00:00.000000 UTC+x", "control character"),
+        ("alice+A", "not <student>"),
+    ],
+)
+def test_odd_entry_names_are_refused(name, why):
+    with pytest.raises(exchange.Refused, match=why):
+        exchange.parse_name(name, ["A"])
+
+
+def _entry(tmp_path, files, secret="ab" * 32):
+    path = tmp_path / "in" / "alice+A+2026-01-01 00:00:00.000000 UTC+r"
+    path.mkdir(parents=True)
+    for name, data in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_bytes(data)
+    (path / "submission_secret.txt").write_text(secret)
+    return path, exchange.parse_name(path.name, ["A"])
+
+
+def test_take_copies_only_regular_files(tmp_path):
+    path, entry = _entry(tmp_path, {"A.ipynb": b"{}", "data/x.csv": b"1", "other.ipynb": b"{}"})
+    secret, notes = exchange.take(path, entry, {"A"}, tmp_path / "dest")
+    assert secret == "ab" * 32
+    target = tmp_path / "dest" / "alice" / "A"
+    assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()) == [
+        "A.ipynb",
+        "data/x.csv",
+        "timestamp.txt",
+    ]
+    assert any("other.ipynb" in n for n in notes)
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo", "big", "secret", "deep"])
+def test_take_refuses_the_whole_submission(tmp_path, kind):
+    path, entry = _entry(
+        tmp_path, {"A.ipynb": b"{}"}, secret="../x" if kind == "secret" else "ab" * 32
+    )
+    if kind == "link":
+        os.symlink("/etc/passwd", path / "data.txt")
+    elif kind == "fifo":
+        os.mkfifo(path / "pipe")
+    elif kind == "big":
+        (path / "big.bin").write_bytes(b"\0" * (exchange.MAX_FILES_BYTES + 1))
+    elif kind == "deep":
+        (path / "a/b/c/d/e").mkdir(parents=True)
+    with pytest.raises(exchange.Refused):
+        exchange.take(path, entry, {"A"}, tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+
+
+def test_release_is_where_fetch_feedback_looks(tmp_path):
+    from nbgrader.utils import notebook_hash
+
+    out = exchange.release(tmp_path / "feedback", "ab" * 32, "A", "<p>hi</p>")
+    assert out.name == notebook_hash(secret="ab" * 32, notebook_id="A") + ".html"
+    assert oct(out.stat().st_mode & 0o777) == "0o644"
+
+
+def test_ledger_recovers_and_counts_attempts(tmp_path):
+    led = Ledger(tmp_path / "l.sqlite")
+    for i in range(3):
+        led.add(
+            id=f"s{i}",
+            student="al",
+            assignment="A",
+            submitted=float(i),
+            seen=float(i),
+            state="queued",
+        )
+    led.add(id="s0", student="x", state="queued")  # an entry is added once
+    assert led.replace_older("al", "A", 1.0, "s1") == 1  # s0 replaced, s2 (newer) kept
+    led.set("s1", state="grading")
+    led.graded("s2", True, {}, 1.0, 1.0, 5.0)
+    assert Ledger(tmp_path / "l.sqlite").recover() == {"replaced": 1, "queued": 1, "graded": 1}
+    led.graded("s1", False, {}, None, None, 6.0)  # a grader failure: no attempt number
+    assert [r["id"] for r in led.attempts("al", "A")] == ["s2"]
+    led.released("s2")
+    led.released("s2")  # released once, whatever the caller does
+    assert led.db.execute("SELECT releases FROM submissions WHERE id='s2'").fetchone()[0] == 1
+
+
+def test_feedback_page_as_text():
+    text = as_text(
+        "<html><style>x{}</style><h1>T</h1><p>Score: 1 / 2</p><table><tr><td>a</td><td>b &amp; c</td></tr></table>"
+    )
+    assert text.splitlines() == ["T", "Score: 1 / 2", "a b & c"]
