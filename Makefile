@@ -96,7 +96,7 @@ nbval: $(STAMP)
 	$(BIN)/python -m pytest course solutions $(PYTEST_ARGS)
 
 notebooks: $(STAMP)
-	$(BIN)/python -m autograder.notebooks execute $(wildcard course/*.ipynb) $(wildcard solutions/*/*.ipynb)
+	$(BIN)/python -m autograder.authoring.notebooks execute $(wildcard course/*.ipynb) $(wildcard solutions/*/*.ipynb)
 	$(MAKE) exercises
 
 exercises: $(STAMP)
@@ -115,16 +115,16 @@ fuzz: system-packages-test $(STAMP)
 	$(BIN)/python -m tests.fuzz $(FUZZ_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m autograder.grading.bench $(BENCH_ARGS)
+	$(BIN)/python -m autograder.authoring.bench $(BENCH_ARGS)
 
 REPORT_BENCH_ARGS ?= --notebooks 4000
 bench-report: $(STAMP)
-	$(BIN)/python -m autograder.grading.bench_report $(REPORT_BENCH_ARGS)
+	$(BIN)/python -m autograder.authoring.bench_report $(REPORT_BENCH_ARGS)
 
 # autograder serve: submit -> feedback times, a burst, a kill -9 mid-burst (figures in artifacts/)
 BENCH_SERVE_ARGS ?=
 bench-serve: system-packages-test $(STAMP)
-	$(BIN)/python -m autograder.grading.serve.bench $(BENCH_SERVE_ARGS)
+	$(BIN)/python -m autograder.authoring.serve_bench $(BENCH_SERVE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

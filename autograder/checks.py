@@ -34,10 +34,10 @@ import sys
 import torch
 
 from . import remote
-from .wire import observation
 from .messages import CheckFailure, NotImplementedYet, describe, fail, is_stub
-from .wire.observation import Foreign, TensorMeta
 from .remote import Outcome, observe, quiet
+from .wire import observation
+from .wire.observation import Foreign, TensorMeta
 
 __all__ = [
     "observe",
@@ -262,7 +262,7 @@ def _same_plain(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same_plain(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same_plain(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_plain(a[k], b[k]) for k in b)
     if isinstance(b, float) and b != b:

@@ -53,6 +53,7 @@ __all__ = [
     "kernel_hook",
     "record_figures",
     "execute_with_figure_info",
+    "cell_figures",
     "figure_problems",
     "figure_differences",
     "lesson_problems",
@@ -172,7 +173,7 @@ def _autograder_figure_info_hook():
 
 _autograder_figure_info_hook()
 del _autograder_figure_info_hook
-''' % {"mime": INFO_MIME}
+'''.replace("%(mime)s", INFO_MIME)
 
 
 @dataclass
@@ -269,24 +270,28 @@ def execute_with_figure_info(path, timeout: int = 600, env: dict | None = None) 
         client.execute(
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
         )
-    cells = []
-    for index, cell in enumerate(run.cells):
-        if cell.cell_type != "code":
-            continue
-        result = CellFigures(index, FIGURE_TAG in _tags(nb.cells[index]))
-        for output in cell.get("outputs", []):
-            if output.output_type == "error" and "raises-exception" not in _tags(nb.cells[index]):
-                result.errors.append(f"{output.ename}: {output.evalue}")
-            if output.output_type in ("display_data", "execute_result") and INFO_MIME in output.get(
-                "data", {}
-            ):
-                mime, image = _image(output)
-                result.figures.append(Figure(dict(output["data"][INFO_MIME]), image, mime))
-        result.outputs = (
-            record_figures(nbformat.v4.new_notebook(cells=[copy.deepcopy(cell)])).cells[0].outputs
-        )
-        cells.append(result)
-    return cells
+    return [
+        cell_figures(index, nb.cells[index], cell.get("outputs", []))
+        for index, cell in enumerate(run.cells)
+        if cell.cell_type == "code"
+    ]
+
+
+def cell_figures(index: int, committed, outputs) -> CellFigures:
+    """The figures of code cell ``index`` in a fresh run's ``outputs`` (of a kernel started with
+    :func:`kernel_hook`: nbclient's above, or nbval's); ``committed``: the cell as committed."""
+    result = CellFigures(index, FIGURE_TAG in _tags(committed))
+    for output in outputs:
+        if output.output_type == "error" and "raises-exception" not in _tags(committed):
+            result.errors.append(f"{output.ename}: {output.evalue}")
+        if output.output_type in ("display_data", "execute_result") and INFO_MIME in output.get(
+            "data", {}
+        ):
+            mime, image = _image(output)
+            result.figures.append(Figure(dict(output["data"][INFO_MIME]), image, mime))
+    fresh = nbformat.v4.new_code_cell(outputs=copy.deepcopy(list(outputs)))
+    result.outputs = record_figures(nbformat.v4.new_notebook(cells=[fresh])).cells[0].outputs
+    return result
 
 
 def _axes_name(info, i):
@@ -391,7 +396,7 @@ def figure_differences(old: dict, new: dict, tolerance: float = TOLERANCE) -> li
             out.append(f"its {key} is {new.get(key)!r}, committed {old.get(key)!r}")
     if len(old["axes"]) != len(new["axes"]):
         return out + [f"it has {len(new['axes'])} axes, committed {len(old['axes'])}"]
-    for i, (a, b) in enumerate(zip(old["axes"], new["axes"])):
+    for i, (a, b) in enumerate(zip(old["axes"], new["axes"], strict=True)):
         name = _axes_name(old, i)
         for key in (
             "title",
@@ -417,9 +422,9 @@ def figure_differences(old: dict, new: dict, tolerance: float = TOLERANCE) -> li
             )
             continue
         scales = a.get("scale") or ["linear", "linear"]
-        lims = _numbers(list(zip(*a["limits"])), scales) if a.get("limits") else None
+        lims = _numbers(list(zip(*a["limits"], strict=False)), scales) if a.get("limits") else None
         spans = [_span(list(lims[:, k])) for k in range(2)] if lims is not None else [1.0, 1.0]
-        for p, q in zip(a["plotted"], b["plotted"]):
+        for p, q in zip(a["plotted"], b["plotted"], strict=True):
             what = f"{name}, {p['kind']}" + (
                 f" {p['label']!r}" if p["label"] and not p["label"].startswith("_") else ""
             )
@@ -464,7 +469,7 @@ def figure_differences(old: dict, new: dict, tolerance: float = TOLERANCE) -> li
                         f"(tolerance {tolerance:.0%})"
                     )
         if a.get("limits") and b.get("limits"):
-            moved = _moved(lims, _numbers(list(zip(*b["limits"])), scales), spans)
+            moved = _moved(lims, _numbers(list(zip(*b["limits"], strict=False)), scales), spans)
             if moved is None or moved > tolerance:
                 out.append(f"{name}: the axis limits are {b['limits']}, committed {a['limits']}")
     return out
@@ -478,7 +483,10 @@ def _committed_problems(where, outputs, figures) -> list:
             f"{where}: the committed figure has no record of its plotted data: re-execute the lesson "
             "with `make notebooks`"
         ]
-    if any(r["image_sha256"] != image_digest(_image(o)[1]) for r, o in zip(records, outputs)):
+    if any(
+        r["image_sha256"] != image_digest(_image(o)[1])
+        for r, o in zip(records, outputs, strict=True)
+    ):
         return [
             f"{where}: the committed image was not drawn by the run that recorded its data: re-execute "
             "the lesson with `make notebooks`"
@@ -488,7 +496,7 @@ def _committed_problems(where, outputs, figures) -> list:
             f"{where}: a fresh run shows {len(figures)} figures, the committed notebook {len(records)}"
         ]
     problems = []
-    for k, (record, figure) in enumerate(zip(records, figures)):
+    for k, (record, figure) in enumerate(zip(records, figures, strict=True)):
         differences = figure_differences(json.loads(record["figure"]), figure.info)
         if differences:
             n = len(differences) - 1

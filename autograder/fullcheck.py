@@ -219,10 +219,10 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
 
     Raises :class:`SelfCheckError` when it cannot run at all (no solutions/, no sandbox, a
     notebook that is not an exercise)."""
-    from .grading.results import feedback
     from .grading.calibrate import Calibration
     from .grading.host.sandbox import WorkerFailure, parse_size
-    from .grading.host.scheduler import LocalPool
+    from .grading.host.scheduler import LocalExecutor, run
+    from .grading.results import feedback
 
     course = _course(course_root)
     subs = [_submission(course, Path(p)) for p in paths]
@@ -234,24 +234,27 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
     results = {}
     with tempfile.TemporaryDirectory(prefix="autograder-check-") as logs:
         options = Options(preload=imports, log_dir=logs)
-        pool = LocalPool(1, options)
         try:  # the source first, as `autograder grade` (calibrate.py): judge, one kernel, or refused
-            calibration = Calibration(course).calibrate(
-                sorted({sub.assignment for sub, _ in subs}),
-                lambda t, cb: pool.run(t, cb, final=False),
-                limits,
-                imports,
-            )
-            refused = calibration.refused
-            tasks = [
-                (str(i), calibration.task(sub, limits, imports))
-                for i, (sub, _) in enumerate(subs)
-                if sub.assignment not in refused
-            ]
-            tasks = [(key, dict(task, id=key)) for key, task in tasks]
-            pool.run(
-                tasks, lambda key, result, error: results.__setitem__(key, (result, error))
-            )  # (and stop)
+            with LocalExecutor(1, options) as pool:
+                calibration = Calibration(course).calibrate(
+                    sorted({sub.assignment for sub, _ in subs}),
+                    lambda t, cb: run(pool, t, cb, options),
+                    limits,
+                    imports,
+                )
+                refused = calibration.refused
+                tasks = [
+                    (str(i), calibration.task(sub, limits, imports))
+                    for i, (sub, _) in enumerate(subs)
+                    if sub.assignment not in refused
+                ]
+                tasks = [(key, dict(task, id=key)) for key, task in tasks]
+                run(
+                    pool,
+                    tasks,
+                    lambda key, result, error: results.__setitem__(key, (result, error)),
+                    options,
+                )
         except WorkerFailure as exc:
             raise SelfCheckError(f"the grading sandbox could not start:\n{exc}") from None
     if refused:

@@ -154,7 +154,7 @@ def progress_report(exercises=None, course_root=None) -> tuple[list, list]:
                 continue
             row.status = VISIBLE_PASS if visible.ok else VISIBLE_FAIL
         return rows, notes
-    for row, full in zip(started, reports):
+    for row, full in zip(started, reports, strict=True):
         row.score, row.max_score = full.score, full.max_score
         row.status = (
             FULL_MARKS if full.full_marks else VISIBLE_PASS if full.visible_pass else VISIBLE_FAIL

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from autograder.learner.selfcheck import (  # noqa: F401 - named here too (notebooks, tests)
+from autograder.learner.selfcheck import (
     CELL_MARKER,
     DEFAULT_TIMEOUT,
     FAIL,
@@ -31,7 +31,25 @@ from autograder.learner.selfcheck import (  # noqa: F401 - named here too (noteb
     run_visible_tests,
 )
 
-__all__ = ["SelfCheckError", "Report", "FunctionResult", "run_visible_tests", "check", "add_parser"]
+__all__ = [
+    "check",
+    "add_parser",
+    # the learner's self-check (autograder.learner.selfcheck), named here too: notebooks and
+    # tests import them from here
+    "CELL_MARKER",
+    "DEFAULT_TIMEOUT",
+    "FAIL",
+    "NO_VISIBLE",
+    "PASS",
+    "RUNNING_ENV",
+    "TODO",
+    "FunctionResult",
+    "Report",
+    "SelfCheckError",
+    "is_selfcheck_cell",
+    "read_notebook",
+    "run_visible_tests",
+]
 
 
 def check(notebook=None, timeout: int = DEFAULT_TIMEOUT, hidden: bool = False, course=None) -> None:

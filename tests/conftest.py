@@ -81,10 +81,12 @@ class StockGrades(Mapping):
                 wait=wait,
             )
 
-        with ThreadPoolExecutor(max_workers=2) as pool:  # the runs nobody has started
-            started = dict(
-                zip(self._names, pool.map(lambda a: run(a, False), self._names), strict=True)
-            )
+        # the runs nobody has started, the most notebooks first (the last to start is a short one)
+        from autograder.course import fixture_cases, notebooks
+
+        order = sorted(self._names, key=lambda a: -(len(fixture_cases(a)) + 2 * len(notebooks(a))))
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            started = dict(zip(order, pool.map(lambda a: run(a, False), order), strict=True))
         for a in self._names:  # then wait for the others' runs
             self._grades[a] = run(a, True) if started[a] is NOT_READY else started[a]
 
@@ -142,7 +144,11 @@ def pytest_collection_modifyitems(config, items):
     """Markers that follow from what a test uses (pyproject.toml registers them): `sandbox` on
     every test whose fixtures include needs_bubblewrap; `slow` on every nbval notebook cell and
     every test that reads stock_grades (stock nbgrader autograde of every fixture).
-    The test modules mark the rest (`slow`, `browser`) themselves."""
+    The test modules mark the rest (`slow`, `browser`) themselves. Each lesson's nbval run is
+    also its figure check (tests/nbval_figures.py)."""
+    from nbval_figures import add_figure_checks
+
+    items[:] = add_figure_checks(items)
     for item in items:
         if "needs_bubblewrap" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sandbox)
@@ -164,11 +170,12 @@ def _is_notebook(item):
 # 2026-11-26, 2056 s in all), so that the two workers finish together; the rest keep their order.
 # test_grading comes after the others of its size: its tests read stock_grades, which the first
 # module starts making (two assignments at a time) while the other worker runs the ones above it.
+# The lessons' nbval runs (each now also its figure check, tests/nbval_figures.py: the run that
+# test_figures made, 171 s for the five) go before the short modules, not last.
 FIRST = {
     "tests/test_autograde.py": 692,  # stock_grades
     "tests/test_any_course.py": 241,
     "tests/test_serve.py": 230,  # autograder serve (2026-11-26, a loaded machine)
-    "tests/test_figures.py": 171,
     "tests/test_serve_hub.py": 156,
     "tests/test_browser.py": 133,
     "tests/test_grading.py": 130,  # 347 s
@@ -176,6 +183,12 @@ FIRST = {
     "tests/test_submit.py": 63,
     "tests/test_fidelity_course.py": 58,
     "tests/test_fullcheck.py": 53,
+    # not in that run: about 7x less than under the load of 2026-11-26 16:00 (fuzz's set-up
+    # 449 s, exercises_sync's 339 s, fidelity_course's 407 s there)
+    "tests/test_fuzz.py": 64,
+    "tests/test_exercises_sync.py": 48,
+    **{str(lesson.relative_to(REPO)): 34 for lesson in sorted(REPO.glob("course/0[1-9]*.ipynb"))},
+    "tests/test_figures.py": 30,  # the checker on throwaway lessons
 }
 
 

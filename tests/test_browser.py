@@ -536,7 +536,7 @@ def test_class_report_page(browser, tmp_path):
     console error, which fails the test), no script, no dialog; student text with markup, a
     script tag and formula-like values shows as text; one histogram (an inline SVG) per
     notebook. The screenshot: artifacts/report/report.png."""
-    from autograder.grading.bench_report import synthetic_rows
+    from autograder.authoring.bench_report import synthetic_rows
     from autograder.grading.results.class_report import write_report
     from test_report import hostile_rows, write_class
 

@@ -10,8 +10,8 @@ import json
 import nbformat
 import pytest
 
+from autograder.authoring.notebooks import normalized
 from autograder.course import EXERCISES, TempCourse, assignments
-from autograder.notebooks import normalized
 
 
 @pytest.fixture(scope="module")

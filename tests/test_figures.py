@@ -1,82 +1,28 @@
-"""Every lesson's figures are drawn, titled, labelled and plot what the notebook shows (nbval ignores pixels).
+"""The figure checker (autograder/figures.py), proved on throwaway lessons (nbval ignores pixels).
 
-`test_lesson_figures` covers each lesson in course/ (0[1-9]*.ipynb; the start page has no
-figure), run with another CPU kernel choice than the one that committed the outputs: ATen's
-portable scalar kernels (ATEN_CPU_CAPABILITY=default) instead of the machine's AVX2/AVX-512
-ones, and one thread instead of the machine's cores, so computed floats differ in their last
-bits as they do on another CPU. The figures must
-still be the committed ones (same texts, plotted data within autograder.figures.TOLERANCE), and
-every text output must still be the committed one, as strict nbval compares it (same run: no
-extra execution): what a lesson prints is rounded far above the last bits.
-The checker itself (autograder/figures.py) is proved on throwaway lessons: one that follows
-every rule, one that breaks each rule once, one without a figure, one whose data moves a
-little (passes) or meaningfully (fails).
+One that follows every rule, one that breaks each rule once, one without a figure, one whose
+data moves a little (passes) or meaningfully (fails). The lessons themselves are checked in
+strict nbval's own run of each (tests/nbval_figures.py, wired in tests/conftest.py): its kernel
+starts as another CPU would run the lesson (ATen's portable kernels, one thread) with the figure
+formatter, and ``course/<lesson>.ipynb::figures`` checks that run's figures and texts against
+the committed ones.
 """
 
-import configparser
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from autograder.authoring.notebooks import execute
 from autograder.figures import (
     INFO_MIME,
     execute_with_figure_info,
     figure_differences,
     lesson_problems,
 )
-from autograder.notebooks import execute
 
 pytestmark = pytest.mark.slow  # every test runs notebooks in kernels
-
-REPO = Path(__file__).resolve().parents[1]
-LESSONS = sorted((REPO / "course").glob("0[1-9]*.ipynb"))
-# Another CPU, as far as one machine can play it: no vectorised ATen kernels, and one thread
-# (another core count: parallel reductions split their work by thread).
-OTHER_CPU = {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1"}
-
-
-SANITIZE = configparser.ConfigParser()
-SANITIZE.read(REPO / "tests" / "nbval_sanitize.cfg")
-
-
-def _texts(outputs):
-    """What strict nbval compares of a cell's outputs: texts and error names/values, sanitized."""
-    texts = []
-    for output in outputs:
-        if output.output_type == "stream":  # chunks of one stream joined, as nbval does
-            if texts and texts[-1][0] == output.name:
-                texts[-1] = (output.name, texts[-1][1] + output.text)
-            else:
-                texts.append((output.name, output.text))
-        elif output.output_type == "error":
-            texts.append((output.ename, output.evalue))
-        else:
-            texts += [
-                (mime, value)
-                for mime, value in output.get("data", {}).items()
-                if mime.startswith("text/")
-            ]
-    for section in SANITIZE.sections():
-        regex, replace = re.compile(SANITIZE[section]["regex"]), SANITIZE[section]["replace"]
-        texts = [(kind, regex.sub(replace, "".join(value))) for kind, value in texts]
-    return texts
-
-
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
-def test_lesson_figures(lesson):
-    cells = execute_with_figure_info(lesson, env=OTHER_CPU)
-    problems = lesson_problems(lesson, cells=cells)
-    committed = nbformat.read(lesson, as_version=4).cells
-    for cell in cells:
-        if _texts(cell.outputs) != _texts(committed[cell.index].outputs):
-            problems.append(
-                f"cell {cell.index + 1} prints other text under {OTHER_CPU}:\n"
-                f"  committed: {_texts(committed[cell.index].outputs)}\n  fresh:     {_texts(cell.outputs)}"
-            )
-    assert not problems, "\n".join(problems)
 
 
 def _figure(source):
@@ -303,3 +249,38 @@ def test_figure_differences_names_what_changed():
     assert figure_differences(old, _description(plotted=extra)) == [
         "the axes titled 't': it plots ['line', 'text'], committed ['line'] (or their labels differ)"
     ]
+
+
+def test_every_lesson_is_checked_in_its_nbval_run(repo):
+    """Each lesson's nbval run ends with its figure check (tests/nbval_figures.py), right after
+    its last cell, and the start page (no figure) has none."""
+    import subprocess
+    import sys
+
+    from nbval_figures import LESSONS
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_layers.py",  # (tests/conftest.py is what wires the check in)
+            "course",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    ids = [line for line in proc.stdout.splitlines() if line.startswith("course/")]
+    assert ids, proc.stdout + proc.stderr
+    assert [i for i in ids if i.endswith("::figures")] == [
+        f"course/{lesson.name}::figures" for lesson in LESSONS
+    ]
+    for lesson in LESSONS:
+        last = max(k for k, i in enumerate(ids) if i.startswith(f"course/{lesson.name}::"))
+        assert ids[last] == f"course/{lesson.name}::figures"

@@ -34,7 +34,8 @@ LAYERS = [
     ("autograder.cli", 5),
     ("autograder.figures", 5),
     ("autograder.lessons", 5),
-    ("autograder.notebooks", 5),
+    ("autograder.notebooks", 5),  # (python -m autograder.notebooks: the authoring tool's old name)
+    ("autograder.authoring", 5),  # dev and authoring tools: make notebooks, make bench
 ]
 ROOT = ("autograder", 0)  # the package's __init__ (imported by every import of it)
 
@@ -42,6 +43,7 @@ INSIDE = "autograder.grading.inside"  # runs under bwrap, next to student code
 HOST = "autograder.grading.host"  # never runs student code
 # what the code inside the sandbox may import of the grader: itself and the warm-up
 INSIDE_MAY_IMPORT = (INSIDE, "autograder.grading.warmup")
+AUTHORING = "autograder.authoring"  # dev and authoring tools, off the graded path
 
 
 def _module_name(path: Path) -> str:
@@ -216,5 +218,20 @@ def test_the_host_side_never_imports_the_inside():
         if _within(src, HOST)
         for dst in sorted(targets)
         if _within(dst, INSIDE)
+    ]
+    assert bad == []
+
+
+def test_nothing_on_the_graded_path_imports_the_authoring_tools():
+    """The grader, the learner's tools and what notebooks import never import the dev and
+    authoring tools (only the old command name ``python -m autograder.notebooks`` does)."""
+    graph = _graph()
+    assert any(_within(m, AUTHORING) for m in graph), "no authoring package"
+    bad = [
+        f"{src} imports {dst}"
+        for src, targets in sorted(graph.items())
+        if not _within(src, AUTHORING) and src != "autograder.notebooks"
+        for dst in sorted(targets)
+        if _within(dst, AUTHORING)
     ]
     assert bad == []

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.bench_report import synthetic_rows
+from autograder.authoring.bench_report import synthetic_rows
 from autograder.grading.results import report
 from autograder.grading.results.class_report import (
     TEST_FIELDS,

@@ -16,7 +16,8 @@ On the host (:mod:`.host`: no student code ever runs there):
 * :mod:`.host.supervisor` - one sandbox and one judge per worker: carries calls and observations
   between them, enforces the time limits;
 * :mod:`.host.sandbox`    - the bubblewrap command line and its limits;
-* :mod:`.host.scheduler`  - a local pool of sandboxes (``--jobs``) or a Dask cluster (``--scheduler``);
+* :mod:`.host.scheduler`  - one concurrent.futures path: a local thread pool of sandboxes
+  (``--jobs``) or a Dask cluster's executor (``--scheduler``);
 
 and the pipeline steps around them (like nbgrader's preprocessors):
 
@@ -32,8 +33,10 @@ and the pipeline steps around them (like nbgrader's preprocessors):
 * :mod:`.status`    - the statuses of a row (:class:`~.status.Status`) and every text about them;
 * :mod:`.calibrate` - grades each source notebook first: the judge grades a notebook only if the
   solution gets full marks there; otherwise the notebook is graded in one kernel (``in-kernel``);
-* :mod:`.command`   - the command line (``autograder grade``);
-* :mod:`.bench`     - ``make bench``: this grader against stock ``nbgrader autograde``.
+* :mod:`.command`   - the command line (``autograder grade``).
+
+``make bench`` (this grader against stock ``nbgrader autograde``) is a dev tool:
+:mod:`autograder.authoring.bench`.
 
 What crosses between the processes is :mod:`autograder.wire` (frames, bounded JSON,
 observations); calls into student code are :mod:`autograder.remote`.

@@ -256,7 +256,7 @@ class Calibration:
         return [line for key in sorted(self.modes) for line in self.modes[key].lines()]
 
     # -- calibrating -----------------------------------------------------------------
-    def calibrate(self, assignments, run, limits, imports) -> "Calibration":
+    def calibrate(self, assignments, run, limits, imports) -> Calibration:
         """Grade every source notebook of ``assignments``; ``run(tasks, on_result)`` grades tasks
         (the pool that grades the class)."""
         from autograder.grading.config import does_not_compile, judge_cannot_run

@@ -142,9 +142,16 @@ def _course_root(arg):
 
 def run(args) -> int:
     """The grade run, as its steps (each a method of :class:`GradeRun`, in this order)."""
+    grade = GradeRun(args)
+    try:
+        return _steps(grade)
+    finally:
+        grade.close()  # the sandboxes (or the Dask client) go, whatever happened
+
+
+def _steps(grade) -> int:
     from autograder.grading.host.sandbox import SandboxError, WorkerFailure
 
-    grade = GradeRun(args)
     grade.start_early()  # a course graded before: its sandboxes start before anything is read
     try:
         grade.read_settings()  # the course's config, the limits and options
@@ -272,25 +279,31 @@ class GradeRun:
                 memory_limit=memory,
                 log_dir=str(args.out.resolve() / "logs"),
             )
-            from autograder.grading.host.scheduler import LocalPool
+            from autograder.grading.host.scheduler import LocalExecutor
 
-            self.pool = LocalPool(args.jobs, options).start()
+            self.pool = LocalExecutor(args.jobs, options)
         except Exception:  # noqa: BLE001 - an early start is only a head start
             self.pool = None
 
     def start_sandboxes(self):
-        if self.args.scheduler:
-            return
-        from autograder.grading.host.scheduler import LocalPool
+        from autograder.grading.host.scheduler import DaskExecutor, LocalExecutor
 
+        if self.args.scheduler:
+            self.pool = DaskExecutor(self.args.scheduler)
+            return
         if self.pool is not None and self.pool.options != self.options:
-            self.pool.stop()  # started early with last run's modules: the course needs others
+            self.pool.shutdown()  # started early with last run's modules: the course needs others
             self.pool = None
         if self.pool is None:
-            self.pool = LocalPool(self.args.jobs, self.options).start()
+            self.pool = LocalExecutor(self.args.jobs, self.options)
         cache = self._cache()
         if cache is not None and self.options.sandbox:
             cache.store_preload(_course_root(self.args.course), self.options.preload)
+
+    def close(self):
+        if self.pool is not None:
+            pool, self.pool = self.pool, None
+            pool.shutdown()
 
     def collect(self):
         from autograder.grading.intake.collect import find_submissions
@@ -375,37 +388,32 @@ class GradeRun:
                 return
             self.finish(sub, result, error)
 
-        def run(tasks, final):
-            if args.scheduler:
-                from autograder.grading.host.scheduler import run_dask
+        def run_round(tasks):
+            from autograder.grading.host.scheduler import run
 
-                run_dask(args.scheduler, tasks, on_result, self.options)
+            run(self.pool, tasks, on_result, self.options)
+            if args.scheduler:
                 self.jobs_text = f" on the Dask cluster at {args.scheduler}"
             else:
-                self.pool.run(tasks, on_result, final=final)
-                n = len(self.pool.threads)
+                n = self.pool.jobs
                 self.jobs_text = f" with {n} sandbox{'es' if n > 1 else ''}"
 
         try:
             if tasks:
-                run(tasks, final=False)
+                run_round(tasks)
                 if again:  # (the sandboxes are still up: one more round)
                     self.fallbacks = [(s.key, s.needs_kernel) for s in again]
-                    run(
+                    run_round(
                         [
                             (s.key, self.calibration.task(s, self.limits, self.imports))
                             for s in again
-                        ],
-                        final=True,
+                        ]
                     )
-                elif not args.scheduler:
-                    self.pool.run([], None)
-            elif self.pool is not None:
-                self.pool.run([], None)
         except BaseException:
             self.bar.close()
             raise
         finally:
+            self.close()  # the sandboxes are done: stopped before the reports are written
             if self.writer is not None:
                 self.writer.close()
         self.bar.close()
@@ -524,16 +532,10 @@ def _calibrate(course, assignments, args, pool, options, limits, imports, out):
     which are graded in one kernel, which are refused. Printed once per assignment and written to
     ``OUT/calibration.txt``."""
     from autograder.grading.calibrate import Calibration
+    from autograder.grading.host.scheduler import run
 
-    if args.scheduler:
-        from autograder.grading.host.scheduler import run_dask
-
-        def run_tasks(tasks, on_result):
-            run_dask(args.scheduler, tasks, on_result, options)
-    else:
-
-        def run_tasks(tasks, on_result):
-            pool.run(tasks, on_result, final=False)
+    def run_tasks(tasks, on_result):
+        run(pool, tasks, on_result, options)
 
     from autograder.grading.calibrate import CalibrationCache
 

@@ -39,7 +39,7 @@ class Status(enum.StrEnum):
         return MESSAGE.get(self)
 
     @classmethod
-    def of(cls, text) -> "Status":
+    def of(cls, text) -> Status:
         """The row status for what a verdict or a process reported (this file is the one place a
         row's status comes from): a status of the table as it is, a known alias as its status
         (:data:`ALIASES`), and anything else ``grader-error`` - an unknown word is the grader's

@@ -29,8 +29,12 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autograder.course import graded_cells, owner
+
+if TYPE_CHECKING:
+    import nbformat
 
 __all__ = [
     "SelfCheckError",

@@ -94,7 +94,7 @@ def submit(
             f"{', '.join(answers) or '(none)'}, expected {', '.join(expected_answers)}"
         )
 
-    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime(TIMESTAMP_FORMAT)
+    stamp = (now or datetime.datetime.now(datetime.UTC)).strftime(TIMESTAMP_FORMAT)
     output = Path(output) if output else Path("submissions") / f"{student}-{assignment}.zip"
     folder = f"submitted/{student}/{assignment}"
     output.parent.mkdir(parents=True, exist_ok=True)

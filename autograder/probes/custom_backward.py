@@ -5,8 +5,8 @@ check, never its expected values or its messages). The student's names are looke
 
 # generated from the test cells of solutions/02_custom_backward/02_custom_backward.ipynb; edited by hand since
 import torch
-from autograder.checks import TensorState
 
+from autograder.checks import TensorState
 from autograder.probes import student  # noqa: F401
 
 

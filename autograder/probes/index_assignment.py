@@ -4,9 +4,10 @@ check, never its expected values or its messages). The student's names are looke
 :func:`autograder.probes.student` when a probe runs."""
 
 # generated from the test cells of solutions/03_index_assignment/03_index_assignment.ipynb; edited by hand since
+import warnings
+
 import torch
 import torch.nn.functional as F
-import warnings
 
 from autograder.probes import student  # noqa: F401
 
@@ -298,7 +299,7 @@ def inplace_on_unsaved_non_leaf():
 
 
 def warns():
-    warnings.warn("just a warning")
+    warnings.warn("just a warning", stacklevel=1)
 
 
 class DataError(Exception):

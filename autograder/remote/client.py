@@ -20,8 +20,8 @@ from autograder.wire import observation
 from . import pickler
 from .errors import NEEDS_KERNEL, StudentProcessError, UnsupportedTest
 from .pickler import has_state, walk
-from .silence import quiet, quiet_depth
 from .silence import depth as quiet_level
+from .silence import quiet, quiet_depth
 
 
 class Link:
@@ -392,7 +392,7 @@ def _ship(fn, args, kwargs, tracked=None):
             raise observation.ObservationError("bad after-states")
         after = [
             (o, dec.after(i, n))
-            for i, (o, n) in enumerate(zip(tracked, after_nodes))
+            for i, (o, n) in enumerate(zip(tracked, after_nodes, strict=True))
             if has_state(o)
         ]
         texts = []

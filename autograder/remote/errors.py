@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 NEEDS_KERNEL = "needs-kernel"  # what the judge cannot carry: the notebook is graded in one kernel
 
 

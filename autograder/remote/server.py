@@ -120,7 +120,7 @@ class Server:
     sends with :meth:`serve_call`; a handle's path in the call is resolved here, against this
     server's namespace, never looked up by a name anywhere else."""
 
-    _serving: "Server | None" = (
+    _serving: Server | None = (
         None  # the server performing a call in this process (a probe's student() reads it)
     )
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import select
+import selectors
 import struct
+import sys
 import time
 
 from .bounded_json import ObservationError, TooLargeToParse, parse_json
@@ -51,6 +51,15 @@ def write_frame(fd: int, header: dict, body: bytes = b"") -> None:
         data = data[n:]
 
 
+def wait_readable(fds, timeout: float | None = None) -> set[int]:
+    """Those of ``fds`` that are ready to read (or at their end) within ``timeout`` seconds
+    (``None``: wait for one; ``0``: look only): the one wait of every event loop here."""
+    with selectors.DefaultSelector() as selector:
+        for fd in fds:
+            selector.register(fd, selectors.EVENT_READ)
+        return {key.fd for key, _ in selector.select(timeout)}
+
+
 def _read_exactly(fd: int, n: int, deadline=None) -> bytes:
     chunks = []
     while n:
@@ -58,8 +67,7 @@ def _read_exactly(fd: int, n: int, deadline=None) -> bytes:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Timeout("no answer in time")
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            if not wait_readable([fd], left):
                 raise Timeout("no answer in time")
         chunk = os.read(fd, min(n, 1 << 20))
         if not chunk:

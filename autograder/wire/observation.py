@@ -48,7 +48,7 @@ import sys
 import weakref
 from dataclasses import dataclass
 
-from .bounded_json import (  # noqa: F401 - the codec's parser and bounds, named here too
+from .bounded_json import (
     MAX_DOCUMENT,
     MAX_JSON_DEPTH,
     MAX_NODES,
@@ -58,6 +58,42 @@ from .bounded_json import (  # noqa: F401 - the codec's parser and bounds, named
     parse_json,
     safe_text,
 )
+
+__all__ = [
+    # the codec's parser and bounds (bounded_json), named here too
+    "MAX_DOCUMENT",
+    "MAX_JSON_DEPTH",
+    "MAX_NODES",
+    "ObservationError",
+    "TooLargeToParse",
+    "check_bounds",
+    "parse_json",
+    "safe_text",
+    # the codec
+    "MAX_DEPTH",
+    "MAX_ITEMS",
+    "MAX_STR",
+    "MAX_TENSOR_BYTES",
+    "REPR_CHARS",
+    "DTYPES",
+    "ObservationTooLarge",
+    "NotPlain",
+    "Foreign",
+    "TensorMeta",
+    "meta_of",
+    "KINDS",
+    "register",
+    "registered",
+    "Encoder",
+    "NUMPY_KINDS",
+    "BUILTIN_CLASSES",
+    "builtin_classes",
+    "dumps",
+    "Decoder",
+    "ObservedModule",
+    "mirror_exception",
+    "loads",
+]
 
 MAX_DEPTH = 24  # deeper structures are cut off (an honest value is never that deep)
 MAX_ITEMS = 100_000  # elements of one container

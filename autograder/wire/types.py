@@ -72,7 +72,7 @@ class Limits:
     processes: int = 32
     files: int = MAX_FILES_BYTES
 
-    def replace(self, **changes) -> "Limits":
+    def replace(self, **changes) -> Limits:
         return dataclasses.replace(self, **changes)
 
     def frame(self, address_space: int | None = None) -> LimitsFrame:
@@ -89,7 +89,7 @@ class Limits:
         return out
 
     @classmethod
-    def of(cls, limits: "Limits | dict[str, Any]") -> "Limits":
+    def of(cls, limits: Limits | dict[str, Any]) -> Limits:
         """A :class:`Limits` from itself or from a (partial) dict of its fields."""
         if isinstance(limits, Limits):
             return limits

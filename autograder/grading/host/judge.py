@@ -375,8 +375,8 @@ class Submission:
     def bind(self, names, complete=True):
         """Bind the student's names for the next test: student-owned names only (a name the
         test owns keeps the test's object, whatever the report says)."""
-        from autograder.wire import observation
         from autograder.remote import Remote, StudentProcessError
+        from autograder.wire import observation
 
         if names is None:
             names = {}
@@ -433,8 +433,8 @@ class Submission:
         value changed in place is changed in place here too, in the object the judge decoded
         from the student (a test's alias sees it). A write aimed at a test-owned name is
         dropped and recorded. Then the invariant is checked."""
-        from autograder.wire import observation
         from autograder.remote import Remote
+        from autograder.wire import observation
 
         if names is not None:
             if type(names) is not dict or len(names) > MAX_NAMES + 1:

@@ -167,7 +167,7 @@ def analyse(items, tests=()) -> dict:
     stores: set = set()
     tests_read: set = set()  # free reads of the tests after this point
     seen_cell = False
-    for item, names in zip(reversed(items), reversed(module_level)):
+    for item, names in zip(reversed(items), reversed(module_level), strict=False):
         if names is None:
             k = item[1]
             later[str(k)] = sorted(loads | (stores & tests_read))

@@ -28,18 +28,12 @@ the submission is killed when it is done.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
-import time
 from pathlib import Path
-
 
 ETC_FILES = (
     "/etc/ld.so.cache",
@@ -92,7 +86,7 @@ def runtime_roots() -> list[str]:
     return sorted(r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sandbox_tmp() -> str:
     roots = runtime_roots()
     for cand in TMP_CANDIDATES:

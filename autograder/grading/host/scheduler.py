@@ -1,98 +1,126 @@
-"""Running the grading tasks: a local pool of sandboxes, or a Dask cluster.
+"""Running the grading tasks on a :mod:`concurrent.futures` executor, local or Dask: one path.
 
-* :class:`LocalPool` (``--jobs N``): N worker threads, each owning one supervisor (a
-  sandbox with a warm zygote, and a judge; see :mod:`.supervisor`), taking tasks from a queue.
-* :func:`run_dask` (``--scheduler ADDRESS``): the same tasks submitted to a Dask
-  distributed scheduler; each Dask worker thread keeps a sandbox of its own (started on
+* :class:`LocalExecutor` (``--jobs N``): a ``ThreadPoolExecutor`` of N threads, each owning one
+  supervisor (a sandbox with a warm zygote, and a judge; see :mod:`.supervisor`), started with
+  the executor (they warm up while the caller reads the submissions).
+* :class:`DaskExecutor` (``--scheduler ADDRESS``): the Dask client's executor
+  (``Client.get_executor``); each Dask worker thread keeps a sandbox of its own (started on
   first use), so a cluster of machines with this environment installed grades in parallel
-  (Dask has Kubernetes, Slurm, SSH ... deployments). Tasks are self-contained: the
-  student's code, the instructor's tests, the limits.
+  (Dask has Kubernetes, Slurm, SSH ... deployments). Tasks are self-contained: the student's
+  code, the instructor's tests, the limits.
 
-Either way, ``on_result(key, result, error)`` is called in the calling thread as results
-arrive. A worker whose sandbox dies is restarted and the task retried once; a task that
-fails twice gets ``error`` set (rows with status ``grader-error``).
+Either way :func:`run` submits :func:`grade_task` once per task and calls
+``on_result(key, result, error)`` in the calling thread as results arrive
+(``concurrent.futures.as_completed``); the executor stays up for the next :func:`run`
+(calibration, then grading) until its ``shutdown()``. A sandbox that dies is restarted and the
+task retried once; a task that fails twice, or whose Dask worker is lost, gets ``error`` set
+(rows with status ``grader-error``). When no local sandbox can start at all, :func:`run`
+raises :class:`WorkerFailure`.
 """
 
 from __future__ import annotations
 
-import queue
+import concurrent.futures as cf
 import threading
 import traceback
 
 from autograder.grading.host.sandbox import WorkerFailure
-from autograder.grading.host.supervisor import Supervisor, close_all, thread_supervisor
+from autograder.grading.host.supervisor import close_all, thread_supervisor
 from autograder.wire.types import Options, TaskFrame
 
+__all__ = [
+    "DaskExecutor",
+    "LocalExecutor",
+    "grade_task",
+    "grade_with_retry",
+    "run",
+    "shutdown_sandboxes",
+]
 
-class LocalPool:
-    """``jobs`` sandboxes, started as soon as the pool is (while the caller collects work)."""
+
+class LocalExecutor(cf.ThreadPoolExecutor):
+    """``jobs`` threads with a sandbox each, started as soon as the executor is."""
 
     def __init__(self, jobs: int, options: Options):
         self.jobs = max(1, int(jobs))
         self.options = options
-        self.work: queue.Queue = queue.Queue()
-        self.done: queue.Queue = queue.Queue()
-        self.threads = []
+        self.supervisors: list = []
+        self._lock = threading.Lock()
+        super().__init__(max_workers=self.jobs, thread_name_prefix="grader")
+        # one start per thread: each waits for the others, so that no thread takes two
+        barrier = threading.Barrier(self.jobs)
+        self.starts = [self.submit(self._start, barrier) for _ in range(self.jobs)]
 
-    def start(self, n_tasks=None):
-        n = self.jobs if n_tasks is None else min(self.jobs, max(1, n_tasks))
-        self.threads = [
-            threading.Thread(target=self._worker, daemon=True, name=f"grader-{i}") for i in range(n)
-        ]
-        for t in self.threads:
-            t.start()
-        return self
-
-    def run(self, tasks, on_result, final=True):
-        """Grade ``tasks``; with ``final=False`` the sandboxes stay up for another call (calibration)."""
-        if not self.threads:
-            self.start(len(tasks))
-        for key, task in tasks:
-            self.work.put((key, task))
-        if final:
-            for _ in self.threads:
-                self.work.put(None)
-        remaining = len(tasks)
-        failures = 0
-        while remaining:
-            key, result, error = self.done.get()
-            if key is None:  # a worker could not start at all
-                failures += 1
-                if failures == len(self.threads):
-                    raise WorkerFailure(error)
-                continue
-            on_result(key, result, error)
-            remaining -= 1
-        if final:
-            for t in self.threads:
-                t.join()
-
-    def stop(self):
-        """End the workers (their sandboxes close) without grading anything."""
-        for _ in self.threads:
-            self.work.put(None)
-        for t in self.threads:
-            t.join()
-        self.threads = []
-
-    def _worker(self):
-        worker = None
+    def _start(self, barrier) -> str | None:
+        """This thread's sandbox, started now: None, or why it could not start."""
+        barrier.wait()
+        sup = thread_supervisor(self.options)
+        with self._lock:
+            self.supervisors.append(sup)
         try:
-            worker = Supervisor(self.options)
+            sup.start()
+        except WorkerFailure as exc:
+            return str(exc)
+        return None
+
+    def check_started(self):
+        """Raise :class:`WorkerFailure` when no sandbox could start (a thread whose sandbox
+        failed while another's started tries again with its next task)."""
+        failures = [f.result() for f in self.starts]
+        if all(failures):
+            raise WorkerFailure(failures[0])
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+        with self._lock:
+            supervisors, self.supervisors = self.supervisors, []
+        close_all(supervisors)
+
+
+class DaskExecutor(cf.Executor):
+    """The executor of a Dask client connected to ``address``; ``shutdown()`` closes the
+    workers' sandboxes and the client."""
+
+    def __init__(self, address: str, timeout: float = 60):
+        from distributed import Client
+
+        self.address = address
+        self.client = Client(address, timeout=timeout)
+        self._executor = self.client.get_executor(pure=False, retries=0)
+
+    def submit(self, fn, /, *args, **kwargs):
+        return self._executor.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        try:
+            self._executor.shutdown(wait=wait)
             try:
-                worker.start()
-            except WorkerFailure as exc:
-                self.done.put((None, None, str(exc)))
-                return
-            while True:
-                item = self.work.get()
-                if item is None:
-                    return
-                key, task = item
-                self.done.put((key, *grade_with_retry(worker, task)))
+                self.client.run(shutdown_sandboxes)
+            except Exception:  # noqa: BLE001 - a worker already gone has no sandbox left
+                pass
         finally:
-            if worker is not None:
-                worker.close()
+            self.client.close()
+
+
+def run(executor: cf.Executor, tasks, on_result, options: Options):
+    """Grade ``tasks`` (``[(key, task)]``) on ``executor``; ``on_result(key, result, error)``
+    in this thread as each arrives."""
+    futures = {executor.submit(grade_task, task, options): key for key, task in tasks}
+    if isinstance(executor, LocalExecutor):
+        try:
+            executor.check_started()
+        except WorkerFailure:
+            for f in futures:
+                f.cancel()
+            raise
+    for future in cf.as_completed(futures):
+        key = futures[future]
+        try:
+            out = future.result()
+        except Exception:  # noqa: BLE001 - a lost Dask worker: the task is reported as failed
+            on_result(key, None, traceback.format_exc())
+        else:
+            on_result(key, out["result"], out["error"])
 
 
 def grade_with_retry(worker, task):
@@ -108,38 +136,13 @@ def grade_with_retry(worker, task):
     return None, error
 
 
-def grade_task(task: TaskFrame, options: Options):
-    """Run on a Dask worker: grade one task in this thread's sandbox."""
+def grade_task(task: TaskFrame, options: Options) -> dict:
+    """Grade one task in this thread's sandbox (a local executor's thread, or a Dask worker's)."""
     worker = thread_supervisor(options)
     result, error = grade_with_retry(worker, task)
     return {"result": result, "error": error}
 
 
 def shutdown_sandboxes():
+    """Close every sandbox this process's threads started (run on each Dask worker)."""
     close_all()
-
-
-def run_dask(address: str, tasks, on_result, options: Options, timeout: float = 60):
-    from distributed import Client, as_completed
-
-    client = Client(address, timeout=timeout)
-    try:
-        futures = {}
-        for key, task in tasks:
-            fut = client.submit(
-                grade_task, task, options, key=f"grade-{key}", pure=False, retries=0
-            )
-            futures[fut] = key
-        for fut in as_completed(list(futures)):
-            key = futures[fut]
-            try:
-                out = fut.result()
-                on_result(key, out["result"], out["error"])
-            except Exception:  # noqa: BLE001 - a lost Dask worker: the task is reported as failed
-                on_result(key, None, traceback.format_exc())
-        try:
-            client.run(shutdown_sandboxes)
-        except Exception:  # noqa: BLE001
-            pass
-    finally:
-        client.close()

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import secrets
 import os
-import select
+import secrets
 import shutil
 import signal
 import subprocess
@@ -29,11 +28,6 @@ import threading
 import time
 from pathlib import Path
 
-from autograder.wire.frames import ProtocolError, Timeout, read_frame, write_frame
-from autograder.wire.pace import Budget, Pace
-from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
-from autograder.grading.status import CALL_TEXT
-from autograder.remote.errors import NEEDS_KERNEL
 from autograder.grading.host.sandbox import (
     PROC,
     WorkerFailure,
@@ -44,6 +38,11 @@ from autograder.grading.host.sandbox import (
     sandbox_env,
     sandbox_tmp,
 )
+from autograder.grading.status import CALL_TEXT
+from autograder.remote.errors import NEEDS_KERNEL
+from autograder.wire.frames import ProtocolError, Timeout, read_frame, wait_readable, write_frame
+from autograder.wire.pace import Budget, Pace
+from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
 
 STARTUP_TIMEOUT = 600
 GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
@@ -84,8 +83,7 @@ class _Process:
             remaining = left()
             if remaining <= 0:
                 return False
-            ready, _, _ = select.select([self.out], [], [], min(remaining, 0.5))
-            if ready:
+            if wait_readable([self.out], min(remaining, 0.5)):
                 return True
 
     def log_tail(self, n=3000):
@@ -399,7 +397,7 @@ class _NotebookRun:
 
     def _run_tests(self, ks):
         n = len(self.task["tests"])
-        for i, k in enumerate(ks):
+        for k in ks:
             if not 0 <= k < n or k in self.tests:
                 self.garbled = True
                 continue
@@ -668,8 +666,7 @@ def _read_info(fd):
     data = b""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        r, _, _ = select.select([fd], [], [], 1.0)
-        if not r:
+        if not wait_readable([fd], 1.0):
             continue
         chunk = os.read(fd, 4096)
         if not chunk:
@@ -691,7 +688,7 @@ _lock = threading.Lock()
 
 
 def thread_supervisor(options: Options) -> Supervisor:
-    """The calling thread's supervisor (started on first use; used by the Dask tasks)."""
+    """The calling thread's supervisor (started on first use; see :mod:`.scheduler`)."""
     sup = getattr(_local, "supervisor", None)
     if sup is None or sup.options.sandbox != options.sandbox:
         sup = Supervisor(options)
@@ -702,9 +699,10 @@ def thread_supervisor(options: Options) -> Supervisor:
     return sup
 
 
-def close_all():
+def close_all(supervisors=None):
+    """Close ``supervisors`` (default: every one :func:`thread_supervisor` made) and forget them."""
     with _lock:
-        sups = list(_all)
-        _all.clear()
+        sups = list(_all) if supervisors is None else list(supervisors)
+        _all[:] = [s for s in _all if all(s is not t for t in sups)]
     for s in sups:
         s.close()

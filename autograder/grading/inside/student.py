@@ -30,12 +30,17 @@ from __future__ import annotations
 import json
 import os
 import resource
-import select
 import signal
 import sys
 import types
 
-from autograder.wire.frames import FrameReader, ProtocolError, flush_stdio, write_frame
+from autograder.wire.frames import (
+    FrameReader,
+    ProtocolError,
+    flush_stdio,
+    wait_readable,
+    write_frame,
+)
 
 CTL_FD, CMD_FD, REQ_FD, REP_FD, TOK_FD = 3, 4, 5, 6, 7
 MESSAGE_KEEP = 1_500
@@ -288,7 +293,7 @@ def _wait_child(pid):
     while True:
         try:
             waits = [CMD_FD] + ([pidfd] if pidfd is not None else [])
-            ready, _, _ = select.select(waits, [], [], 0.05 if pidfd is None else None)
+            ready = wait_readable(waits, 0.05 if pidfd is None else None)
             if CMD_FD in ready:
                 byte = os.read(CMD_FD, 1)
                 if byte in (b"k", b""):
@@ -349,7 +354,7 @@ def serve(shell, restorer):
     reader = FrameReader()
     while True:
         try:  # (the descriptor is shared with the zygote, which keeps it non-blocking)
-            select.select([REQ_FD], [], [])
+            wait_readable([REQ_FD])
             chunk = os.read(REQ_FD, 1 << 20)
         except (KeyboardInterrupt, BlockingIOError, InterruptedError):
             continue

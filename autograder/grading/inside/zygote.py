@@ -31,7 +31,6 @@ import base64
 import io
 import json
 import os
-import select
 import selectors
 import signal
 import sys
@@ -39,7 +38,6 @@ import time
 from typing import NamedTuple
 
 from autograder.grading.inside import student
-from autograder.wire.pace import Budget, Pace
 from autograder.wire.frames import (
     MAX_TASK,
     FrameReader,
@@ -47,8 +45,10 @@ from autograder.wire.frames import (
     read_body,
     read_frame,
     read_header,
+    wait_readable,
     write_frame,
 )
+from autograder.wire.pace import Budget, Pace
 
 PROTO_IN, PROTO_OUT = 1021, 1022
 OUTPUT_KEEP = 20_000  # characters of a cell's output kept
@@ -414,6 +414,7 @@ def grade(task, shell, restorer, namespace, config):
                             student.REP_FD,
                             student.TOK_FD,
                         ),
+                        strict=True,
                     ):
                         os.dup2(src, dst)
                     student.main_line(task, shell, restorer, config, namespace)
@@ -1054,8 +1055,7 @@ def _read_output(path, keep):
 
 
 def _read_main_pid(fd):
-    ready, _, _ = select.select([fd], [], [], 60)
-    data = os.read(fd, 100) if ready else b""
+    data = os.read(fd, 100) if wait_readable([fd], 60) else b""
     try:
         pid, isolated = data.split()
         return int(pid), bool(int(isolated))

@@ -468,7 +468,7 @@ def _corr(xs, ys) -> float | None:
     if n < 3:
         return None
     mx, my = sum(xs) / n, sum(ys) / n
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False))
     sxx = sum((x - mx) ** 2 for x in xs)
     syy = sum((y - my) ** 2 for y in ys)
     if sxx <= 1e-12 or syy <= 1e-12:

@@ -8,5 +8,5 @@
 * :mod:`.pool`     - warm sandboxes for the service's life (local, or Dask);
 * :mod:`.service`  - the loop: poll, grade, record, release;
 * :mod:`.web`      - the status endpoint (tornado, a JupyterHub service behind hub OAuth);
-* :mod:`.command`  - the command line; :mod:`.bench` - ``make bench-serve``.
+* :mod:`.command`  - the command line; ``make bench-serve`` is :mod:`autograder.authoring.serve_bench`.
 """

@@ -60,7 +60,7 @@ def parse_timestamp(text: str) -> float:
     for fmt in (TIMESTAMP_FORMAT, "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S"):
         try:
             t = dt.datetime.strptime(text.replace(" UTC", "").strip(), fmt.replace(" %Z", ""))
-            return t.replace(tzinfo=dt.timezone.utc).timestamp()
+            return t.replace(tzinfo=dt.UTC).timestamp()
         except ValueError:
             continue
     raise Refused(f"{text[:60]!r} is not a timestamp nbgrader writes")

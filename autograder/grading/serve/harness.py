@@ -180,7 +180,7 @@ class ServeCourse:
     def put(self, student, assignment, files: dict, name=None, secret=True, when=None) -> str:
         """What ``nbgrader submit`` writes, written directly into inbound (a student can write
         anything there): ``files`` ``{relative name: bytes}``; returns the entry's name."""
-        when = when or dt.datetime.now(dt.timezone.utc)
+        when = when or dt.datetime.now(dt.UTC)
         stamp = when.strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC"
         rand = base64.urlsafe_b64encode(os.urandom(9)).decode()
         name = name or f"{student}+{assignment}+{stamp}+{rand}"

@@ -78,4 +78,4 @@ def student_rows(rows: list[dict], mode: str) -> list[dict]:
 def utc(ts: float | None) -> str:
     if ts is None:
         return ""
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

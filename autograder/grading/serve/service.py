@@ -38,13 +38,11 @@ REPORT_EVERY = 30.0  # seconds: the class report is rewritten at most this often
 def _iso(ts) -> str:
     if ts is None:
         return ""
-    return (
-        dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    )
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def log(message: str) -> None:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+    stamp = dt.datetime.now(dt.UTC).strftime("%H:%M:%S.%f")[:-3]
     print(f"[serve {stamp}] {message}", file=sys.stderr, flush=True)
 
 
@@ -461,9 +459,7 @@ class Service:
         row = next(r for r in self.ledger.in_state("grading") if r["id"] == sid)
         try:
             s = self.gradebook.gb.find_submission(a, student)
-            s.timestamp = dt.datetime.fromtimestamp(row["submitted"], dt.timezone.utc).replace(
-                tzinfo=None
-            )
+            s.timestamp = dt.datetime.fromtimestamp(row["submitted"], dt.UTC).replace(tzinfo=None)
             self.gradebook.gb.db.commit()
         except Exception:  # noqa: BLE001 - no gradebook entry (nothing graded): nothing to date
             self.gradebook.gb.db.rollback()
@@ -491,7 +487,7 @@ class Service:
         except Exception:  # noqa: BLE001
             gb.db.rollback()
             log(traceback.format_exc())
-        value = due.replace(tzinfo=dt.timezone.utc).timestamp() if due is not None else None
+        value = due.replace(tzinfo=dt.UTC).timestamp() if due is not None else None
         self.deadlines[key] = (value, time.monotonic())
         return value
 

@@ -1,6 +1,6 @@
 """``make bench-report``: how fast ``autograder report`` is on a class of thousands of notebooks.
 
-    python -m autograder.grading.bench_report [--notebooks 4000] [--seed 0] [--keep DIR]
+    python -m autograder.authoring.bench_report [--notebooks 4000] [--seed 0] [--keep DIR]
 
 Writes a synthetic grading output (:func:`synthetic_class`: ``grades.csv`` and ``results.jsonl``
 exactly as ``autograder grade`` writes them, through :mod:`.results.report`) - students taking

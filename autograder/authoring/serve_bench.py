@@ -1,11 +1,11 @@
 """``make bench-serve``: submit-to-feedback times of ``autograder serve`` on this course.
 
-    python -m autograder.grading.serve.bench [--sequential 30] [--burst 60] [--burst-seconds 10] [--jobs N]
+    python -m autograder.authoring.serve_bench [--sequential 30] [--burst 60] [--burst-seconds 10] [--jobs N]
 
 A throwaway course with every assignment and a real exchange; the service runs as a subprocess
 (as an instructor starts it). Submissions are written into inbound as ``nbgrader submit``
 writes them (its timestamp in the name: the clock starts there), the students cycling
-through every assignment's honest notebooks (:func:`autograder.grading.bench.pool`):
+through every assignment's honest notebooks (:func:`autograder.authoring.bench.pool`):
 
 1. sequential: one at a time, each after the previous one's feedback: p50 / p95 / max of
    submitted -> released (the ledger's times);
@@ -49,7 +49,7 @@ def _latencies(rows):
 
 
 def main(argv=None) -> int:
-    from autograder.grading.bench import pool
+    from autograder.authoring.bench import pool
     from autograder.grading.serve.harness import ServeCourse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

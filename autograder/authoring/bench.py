@@ -1,6 +1,6 @@
 """``make bench``: throughput of ``autograder grade`` against stock serial ``nbgrader autograde``.
 
-    python -m autograder.grading.bench [--n 40] [--jobs N]
+    python -m autograder.authoring.bench [--n 40] [--jobs N]
 
 Builds N synthetic submissions - students cycling through every assignment's honest notebooks
 (the instructor's solution, the untouched release, the fixture submissions with typical
@@ -65,7 +65,7 @@ def populate(course: TempCourse, n: int):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m autograder.grading.bench", description=__doc__.split("\n\n")[0]
+        prog="python -m autograder.authoring.bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--n", type=int, default=60, help="number of submissions (default 60)")
     parser.add_argument(
