@@ -1,5 +1,5 @@
 """system-packages.txt and system-packages.sh: what `make test` and `make lab` do about the Debian
-packages (bubblewrap, chromium) before anything else.
+packages (bubblewrap, chromium, npm) before anything else.
 
 The script runs with a PATH of its own: the few commands it needs, none of the packages'
 commands, and fakes of `id` (root or not), `sudo` (passwordless or not) and `apt-get` (records
@@ -68,10 +68,11 @@ def log(env):
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_the_list_names_bubblewrap_and_chromium():
+def test_the_list_names_bubblewrap_chromium_and_npm():
     assert dict(zip(PACKAGES, COMMANDS, strict=True)) == {
         "bubblewrap": "bwrap",
         "chromium": "chromium",
+        "npm": "npm",
     }
 
 
@@ -80,10 +81,10 @@ def test_without_root_or_sudo_it_stops_with_the_exact_command(tmp_path):
     result = run(env)
     assert result.returncode == 1
     assert (
-        "    sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap chromium\n"
+        "    sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap chromium npm\n"
         in result.stderr
     )
-    assert "Missing system packages for `make test`: bubblewrap chromium" in result.stderr
+    assert "Missing system packages for `make test`: bubblewrap chromium npm" in result.stderr
     assert "no apt-get on this machine" in result.stderr  # this fake machine has none
     assert log(env) == []
 
@@ -92,7 +93,7 @@ def test_make_test_stops_at_once_with_the_command(tmp_path):
     env = fake_path(tmp_path)
     result = run(env, command=["make", "--no-print-directory", "-C", str(REPO), "test"])
     assert result.returncode != 0
-    assert "sudo apt-get install -y --no-install-recommends bubblewrap chromium" in result.stderr
+    assert "sudo apt-get install -y --no-install-recommends bubblewrap chromium npm" in result.stderr
     assert "pytest" not in result.stdout and "pip" not in result.stdout  # nothing else ran
 
 
@@ -114,7 +115,7 @@ def test_it_installs_when_it_can(tmp_path, as_root):
     ]  # what apt-get itself was asked
     assert apt[0].startswith("apt-get update")
     assert re.match(
-        r"apt-get install -y --no-install-recommends bubblewrap chromium .*DEBIAN_FRONTEND=noninteractive",
+        r"apt-get install -y --no-install-recommends bubblewrap chromium npm .*DEBIAN_FRONTEND=noninteractive",
         apt[1],
     )
     assert [line for line in log(env) if line.startswith("sudo ")] == (
@@ -123,7 +124,7 @@ def test_it_installs_when_it_can(tmp_path, as_root):
         else [
             "sudo -n true",
             "sudo apt-get update -qq",
-            "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap chromium -qq",
+            "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap chromium npm -qq",
         ]
     )
     assert run(env).stdout == ""  # present now: nothing to do
