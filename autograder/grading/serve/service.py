@@ -59,6 +59,7 @@ class Service:
         self.deadlines: dict = {}
         self.sources: dict = {}
         self.latest_rows: dict = {}
+        self.result_lines: dict = {}  # (ledger id, gradings) -> results.jsonl lines of that attempt
         self.report_due = 0.0
         self.report_dirty = False
 
@@ -123,6 +124,8 @@ class Service:
         log(f"ledger {self.ledger.path}: {counts or 'empty'}")
         self.known = self.ledger.known()
         self.load_latest()
+        self.write_results()
+        self.report_dirty = True  # the class report once at start (its imports and first read)
         for row in self.ledger.in_state("graded"):  # graded before a stop, not yet released
             self.guard(row["id"], self.release, row["id"])
         self.calibrate_all()
@@ -545,7 +548,9 @@ class Service:
         for view in self.views(row):
             exchange.release(self.feedback_dir, row["secret"], view["notebook"], page.render(view))
         self.ledger.released(sid)
+        self.sweep_intake()
         self.write_attempts()
+        self.write_results()
         self.report_dirty = True
         done = self.ledger.db.execute("SELECT * FROM submissions WHERE id=?", (sid,)).fetchone()
         log(
@@ -571,6 +576,40 @@ class Service:
         tmp = self.out / ".grades.csv.tmp"
         report.write_csv(tmp, rows)
         os.replace(tmp, self.out / "grades.csv")
+
+    def sweep_intake(self):
+        """Remove the private copies of submissions in a final state (released, refused,
+        replaced): only those still queued, grading or graded (a restart needs them) stay."""
+        keep = {
+            hashlib.sha256(r["id"].encode()).hexdigest()[:20]
+            for r in self.ledger.in_state("queued", "grading", "graded")
+        }
+        for path in self.intake.iterdir():
+            if path.name not in keep:
+                shutil.rmtree(path, ignore_errors=True)
+
+    def write_results(self):
+        """``OUT/results.jsonl`` for ``autograder report``: every counted attempt's rows with its
+        attempt number, rebuilt from the ledger and replaced whole (a restart, or a release made
+        again after one, never writes an attempt's rows twice)."""
+        from autograder.grading.results.report import Row, record
+
+        lines = []
+        for r in self.ledger.all():
+            if not r["result"] or not r["counted"] or r["attempt"] is None:
+                continue
+            key = (r["id"], r["gradings"])
+            if key not in self.result_lines:
+                self.result_lines[key] = [
+                    json.dumps(record(Row(**row), r["attempt"])) + "\n"
+                    for nb in json.loads(r["result"]).get("notebooks", [])
+                    for row in nb["rows"]
+                ]
+            lines.extend(self.result_lines[key])
+        tmp = self.out / ".results.jsonl.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.writelines(lines)
+        os.replace(tmp, self.out / "results.jsonl")
 
     def write_attempts(self):
         tmp = self.attempts_csv.with_name(".attempts.csv.tmp")
