@@ -93,7 +93,9 @@ def test_make_test_stops_at_once_with_the_command(tmp_path):
     env = fake_path(tmp_path)
     result = run(env, command=["make", "--no-print-directory", "-C", str(REPO), "test"])
     assert result.returncode != 0
-    assert "sudo apt-get install -y --no-install-recommends bubblewrap chromium npm" in result.stderr
+    assert (
+        "sudo apt-get install -y --no-install-recommends bubblewrap chromium npm" in result.stderr
+    )
     assert "pytest" not in result.stdout and "pip" not in result.stdout  # nothing else ran
 
 
