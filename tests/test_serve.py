@@ -362,3 +362,32 @@ def test_the_class_report_follows_the_service(served):
     assert "dave" not in html  # student ids only with --with-students
     # every submission is in a final state: no private copy of one is left behind
     assert list((served.out / "intake").iterdir()) == []
+
+
+def test_a_dask_cluster_grades_for_the_service(tmp_path):
+    """`autograder serve --scheduler ADDRESS`: the service's sandboxes are Dask workers' (a local
+    cluster of two processes here); honest and blank submissions get their scores, released once,
+    and the class report is written without an error at start or after."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        sc = ServeCourse(
+            tmp_path / "dask",
+            [A],
+            policy={"cooldown": 0},
+            serve_args=["--scheduler", cluster.scheduler_address, "--timeout", "10"],
+        )
+        sc.start()
+        try:
+            sc.put("alice", A, {NB: (SOLUTIONS / A / NB).read_bytes()})
+            sc.put("bob", A, {NB: (EXERCISES / A / NB).read_bytes()})
+            rows = {r["student"]: r for r in sc.wait_final(2, timeout=300)}
+        finally:
+            sc.stop()
+    assert rows["alice"]["state"] == "released" and rows["alice"]["releases"] == 1
+    assert rows["alice"]["score"] == rows["alice"]["max_score"] > 0
+    assert rows["bob"]["state"] == "released" and rows["bob"]["score"] == 0
+    assert "the class report failed" not in sc.tail(10**7)
+    assert (sc.out / "report" / "report.html").exists()

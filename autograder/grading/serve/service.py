@@ -124,6 +124,7 @@ class Service:
         log(f"ledger {self.ledger.path}: {counts or 'empty'}")
         self.known = self.ledger.known()
         self.load_latest()
+        self.write_attempts()
         self.write_results()
         self.report_dirty = True  # the class report once at start (its imports and first read)
         for row in self.ledger.in_state("graded"):  # graded before a stop, not yet released
