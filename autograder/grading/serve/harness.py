@@ -10,6 +10,7 @@ sc.fetch_feedback("alice", "01_relu_inplace")   # the real `nbgrader fetch_feedb
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import os
 import secrets
@@ -114,12 +115,14 @@ class ServeCourse:
         finally:
             con.close()
 
-    def wait_final(self, n, timeout=300, final=("released", "refused", "replaced")):
-        """Wait until ``n`` ledger rows are in a final state; returns the rows."""
+    def wait_final(self, n, timeout=300, final=("released", "refused", "replaced"), student=None):
+        """Wait until ``n`` ledger rows (of ``student``, if given) are in a final state; returns
+        all rows."""
         deadline = time.monotonic() + timeout
         while True:
             rows = self.rows()
-            if sum(r["state"] in final for r in rows) >= n:
+            mine = [r for r in rows if student is None or r["student"] == student]
+            if sum(r["state"] in final for r in mine) >= n:
                 return rows
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(
@@ -130,6 +133,17 @@ class ServeCourse:
                     f"{n} final rows not reached: {[(r['id'], r['state']) for r in rows]}\n{self.tail()}"
                 )
             time.sleep(0.1)
+
+    @contextlib.contextmanager
+    def paused(self):
+        """The service stopped (SIGSTOP), so it reads nothing: what is put into inbound meanwhile
+        is seen by one and the same poll once it goes on (SIGCONT)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.proc.send_signal(signal.SIGCONT)
 
     # -- students --------------------------------------------------------------------
     def home(self, student) -> Path:
