@@ -154,8 +154,16 @@ def test_a_real_run_speaks_the_spec(monkeypatch, tmp_path):
         seen.append((channel(self), "out", header, body))
         return header, body
 
+    template_send = supervisor.JudgeTemplate.send
+
+    def spy_template(self, header):
+        seen.append(("judge", "in", header, b""))
+        return template_send(self, header)
+
     monkeypatch.setattr(supervisor._Process, "send", spy_send)
     monkeypatch.setattr(supervisor._Process, "read", spy_read)
+    monkeypatch.setattr(supervisor.JudgeTemplate, "send", spy_template)
+    supervisor.close_templates()  # this run's judge starts from a template it sees configured
     items = [["cell", 0, STUDENT], ["test", 0], ["test", 1], ["test", 2]]
     task = {
         "id": "s/a/nb",

@@ -39,3 +39,43 @@ def test_child_frame_always_precedes_ready():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_judges_are_forked_from_one_warm_template(tmp_path):
+    """N sandboxes, one judge warm-up: the judges of supervisors with the same preload list are
+    forks of one template (each with its own channel and log, each ending on its own), a second
+    preload list gets a template of its own, and the last close ends every template."""
+    import psutil
+
+    from autograder.grading.host import supervisor as sv
+
+    sv.close_templates()
+    t = sv.judge_template([], tmp_path)
+    assert sv.judge_template([], tmp_path) is t
+    judges = [t.spawn(tmp_path / f"judge-{k}.log") for k in range(3)]
+    try:
+        for j in judges:
+            ready, _ = j.read(timeout=120)
+            assert ready == {"ready": True, "pid": j.proc.pid}
+            assert psutil.Process(j.proc.pid).ppid() == t.proc.pid
+        assert len({j.proc.pid for j in judges}) == 3
+        # each judge grades on its own channel: a submission with no tests, begun and ended
+        for j in judges:
+            j.send({"op": "begin", "tests": []})
+            assert [j.read(timeout=60)[0].get("ev") for _ in range(2)] == ["child", "ready"]
+            j.send({"op": "end"})
+            assert j.read(timeout=60)[0].get("ev") == "child-exit"
+        judges[0].close()  # quits; the others go on
+        assert judges[0].proc.poll() is not None and judges[1].alive()
+        judges[1].proc.kill()  # killed by pidfd: gone, and reaped by the template
+        assert judges[1].proc.wait(timeout=10) is not None
+        other = sv.judge_template(["math"], tmp_path)
+        assert other is not t and other.proc.pid != t.proc.pid
+    finally:
+        for j in judges:
+            j.close()
+    procs = [psutil.Process(x.proc.pid) for x in (t, other)]
+    sv.close_templates()
+    for p in procs:
+        assert not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
+    assert sv._templates == {}

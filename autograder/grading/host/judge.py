@@ -11,7 +11,9 @@ small value decoded from the student's report. Every
 verdict - pass or fail, partial credit, the message - is computed here.
 
 Process structure: a warm parent (torch, the checks) forks one child per submission, so one
-notebook's tests never see another's state. Channel: frames (:mod:`autograder.wire.spec`) on the
+notebook's tests never see another's state. The warm parents of a grading run are themselves
+forks of one warm *template* (:func:`template`; the host's
+:class:`~autograder.grading.host.supervisor.JudgeTemplate`), so N sandboxes pay for one warm-up. Channel: frames (:mod:`autograder.wire.spec`) on the
 descriptors given at start (moved off 0/1, which point at /dev/null and the log)::
 
     supervisor -> judge:   {"op": "begin", "tests": [{"id", "source", "points"}]}
@@ -48,7 +50,8 @@ MEMORY_WORDS = (
 )
 
 
-def main():
+def _channel():
+    """Frames on PROTO_IN/PROTO_OUT (from 0/1); 0 is /dev/null and 1 the log (2) after it."""
     os.dup2(0, PROTO_IN)
     os.dup2(1, PROTO_OUT)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -57,10 +60,81 @@ def main():
     os.close(devnull)
     for fd in (PROTO_IN, PROTO_OUT):
         os.set_inheritable(fd, False)
+
+
+def main():
+    _channel()
     config, _ = read_frame(PROTO_IN)
     cwd = os.getcwd()
     sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
     warm_up(config.get("preload", ()))
+    _serve()
+
+
+def template():
+    """A warm judge that starts judges: each a fork of it, so that N sandboxes pay for one judge
+    warm-up (torch and what the tests use), not N. Its channel is a Unix socket on fd 0: the
+    config frame, then one byte b"R" from it (warm), then per judge one byte from the host with
+    three descriptors (the judge's channel in and out, its log) and the judge's pid (8 bytes)
+    back. It never runs a test or reads a submission: it forks before any of that."""
+    import select
+    import socket
+    import struct
+
+    sock = socket.socket(fileno=os.dup(0))
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    sock.set_inheritable(False)
+    config, _ = read_frame(sock.fileno())
+    cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
+    warm_up(config.get("preload", ()))
+    sock.sendall(b"R")
+
+    def reap(block=False):
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+    while True:
+        ready, _, _ = select.select([sock], [], [], 1.0)
+        reap()
+        if not ready:
+            continue
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 1, 3)
+        except OSError:
+            msg, fds = b"", []
+        if not msg or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            break
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                for k, fd in enumerate(fds):
+                    os.dup2(fd, k)
+                    os.close(fd)
+                _channel()
+                _serve()
+            finally:
+                os._exit(70)
+        for fd in fds:
+            os.close(fd)
+        sock.sendall(struct.pack("q", pid))
+    reap(block=True)
+    os._exit(0)
+
+
+def _serve():
+    """Ready, then one forked child per submission until the channel ends."""
     write_frame(PROTO_OUT, {"ready": True, "pid": os.getpid()})
     while True:
         try:

@@ -201,15 +201,15 @@ def sandbox_env(home: str, tmp: str) -> dict:
     }
 
 
-def python_command(module="inside.zygote") -> list[str]:
+def python_command(module="inside.zygote", function="main") -> list[str]:
     """The Python command line that runs ``autograder.grading.<module>``'s ``main()`` (the zygote
-    under bwrap, the judge on the host)."""
+    under bwrap, the judge on the host; ``function``: another entry point of the module)."""
     return [
         sys.executable,
         "-s",
         "-E",
         "-c",
-        f"from autograder.grading.{module} import main; main()",
+        f"from autograder.grading.{module} import {function}; {function}()",
     ]
 
 

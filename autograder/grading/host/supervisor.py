@@ -67,6 +67,18 @@ class _Process:
         self.out = self.proc.stdout.fileno()
         self.inp = self.proc.stdin.fileno()
 
+    @classmethod
+    def forked(cls, pid: int, inp: int, out: int, log_path) -> _Process:
+        """A process another one forked for us (:class:`JudgeTemplate`): the same interface, with
+        the process known by a pidfd (it is not our child: its parent reaps it)."""
+        self = cls.__new__(cls)
+        self.proc = _NotOurChild(pid)
+        self.proc.stdin = os.fdopen(inp, "wb", buffering=0)
+        self.proc.stdout = os.fdopen(out, "rb", buffering=0)
+        self.log_path = Path(log_path)
+        self.out, self.inp = out, inp
+        return self
+
     def send(self, header, body=b""):
         write_frame(self.inp, header, body)
 
@@ -114,6 +126,155 @@ class _Process:
             pass
 
 
+class _NotOurChild:
+    """What :class:`_Process` uses of a ``Popen``, for a process known by its pidfd."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin = self.stdout = None
+        try:
+            self.fd: int | None = os.pidfd_open(pid)
+        except OSError:  # already gone (and reaped)
+            self.fd, self.returncode = None, -1
+
+    def poll(self):
+        if self.returncode is None and self.fd is not None and wait_readable([self.fd], 0):
+            self._gone()
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None and self.fd is not None:
+            if not wait_readable([self.fd], timeout):
+                raise subprocess.TimeoutExpired("judge", timeout)
+            self._gone()
+        return self.returncode
+
+    def kill(self):
+        if self.returncode is None and self.fd is not None:
+            try:
+                signal.pidfd_send_signal(self.fd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _gone(self):
+        self.returncode = -1  # its parent reaps it and keeps the status
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class JudgeTemplate:
+    """One warm judge per process and preload list, which forks a judge for each sandbox
+    (:func:`autograder.grading.host.judge.template`): N sandboxes, one judge warm-up."""
+
+    def __init__(self, preload: list[str], log_dir: Path):
+        import socket
+
+        self.preload = list(preload)
+        self.lock = threading.Lock()
+        self.ready = False
+        ours, theirs = socket.socketpair()
+        fd, log = tempfile.mkstemp(prefix="judge-template-", suffix=".log", dir=log_dir)
+        try:
+            self.proc = subprocess.Popen(
+                python_command("host.judge", "template"),
+                stdin=theirs.fileno(),
+                stdout=subprocess.DEVNULL,
+                stderr=fd,
+                env=_judge_env(),
+                cwd=tempfile.gettempdir(),
+            )
+        finally:
+            os.close(fd)
+            theirs.close()
+        self.sock = ours
+        self.log_path = Path(log)
+        self.send({"preload": self.preload})
+
+    def send(self, header):
+        """The template's one frame: its config (a judge's first frame, spec ``judge in preload``)."""
+        write_frame(self.sock.fileno(), header)
+
+    def spawn(self, log_path) -> _Process:
+        """A judge forked from the warm one, speaking frames on fresh pipes, its log its own."""
+        import socket
+        import struct
+
+        with self.lock:
+            fileno = self.sock.fileno()
+            if not self.ready:
+                if not wait_readable([fileno], STARTUP_TIMEOUT) or self.sock.recv(1) != b"R":
+                    raise WorkerFailure(f"the judge did not start:\n{self.log_tail()}")
+                self.ready = True
+            in_r, in_w = os.pipe()
+            out_r, out_w = os.pipe()
+            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                socket.send_fds(self.sock, [b"s"], [in_r, out_w, log])
+                got = b""
+                while len(got) < 8:
+                    if not wait_readable([fileno], 60):
+                        break
+                    more = self.sock.recv(8 - len(got))
+                    if not more:
+                        break
+                    got += more
+            finally:
+                for fd in (in_r, out_w, log):
+                    os.close(fd)
+            if len(got) != 8:
+                os.close(in_w)
+                os.close(out_r)
+                raise WorkerFailure(f"the judge did not start:\n{self.log_tail()}")
+            (pid,) = struct.unpack("q", got)
+        return _Process.forked(pid, in_w, out_r, log_path)
+
+    def log_tail(self, n=3000):
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def close(self):
+        """Its socket closed, it reaps the judges it forked (each closed by its supervisor) and ends."""
+        try:
+            self.sock.close()
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+            self.proc.wait()
+        try:
+            if self.log_path.stat().st_size == 0:
+                self.log_path.unlink()
+        except OSError:
+            pass
+
+
+def _judge_env():
+    return dict(
+        os.environ,
+        PYTHONDONTWRITEBYTECODE="1",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        MPLBACKEND="Agg",
+    )
+
+
+_templates: dict[tuple, JudgeTemplate] = {}
+_templates_lock = threading.Lock()
+
+
+def judge_template(preload: list[str], log_dir: Path) -> JudgeTemplate:
+    """This process's warm judge for ``preload`` (started on first use; see :func:`close_all`)."""
+    key = tuple(preload)
+    with _templates_lock:
+        t = _templates.get(key)
+        if t is None or t.proc.poll() is not None:
+            t = _templates[key] = JudgeTemplate(list(preload), log_dir)
+        return t
+
+
 class Supervisor:
     """One sandbox and one judge; grades one task at a time (:meth:`grade`)."""
 
@@ -123,6 +284,7 @@ class Supervisor:
         self.log_dir = Path(options.log_dir or tempfile.gettempdir())
         self.zygote = None
         self.judge = None
+        self._template: JudgeTemplate | None = None
         self.vm_base = None
         self._tmp = None
         self.seq = _Seq()
@@ -206,15 +368,19 @@ class Supervisor:
         self.vm_base = _vm_size(zygote_pid) if zygote_pid else None
 
     def _spawn_judge(self):
-        env = dict(
-            os.environ,
-            PYTHONDONTWRITEBYTECODE="1",
-            OMP_NUM_THREADS="1",
-            MKL_NUM_THREADS="1",
-            MPLBACKEND="Agg",
-        )
+        """The warm judge of this preload list starts (or is running): :meth:`_await_judge` gets
+        a fork of it. Without it (it could not start), a judge of its own, warmed up alone."""
+        self._template = None
+        try:
+            self._template = judge_template(self.preload, self.log_dir)
+            return
+        except (OSError, ValueError):
+            pass
         self.judge = _Process(
-            python_command("host.judge"), self._log("judge-"), env=env, cwd=tempfile.gettempdir()
+            python_command("host.judge"),
+            self._log("judge-"),
+            env=_judge_env(),
+            cwd=tempfile.gettempdir(),
         )
         try:
             self.judge.send({"preload": self.preload})
@@ -222,6 +388,12 @@ class Supervisor:
             pass  # reported by _await_judge
 
     def _await_judge(self):
+        if self.judge is None and self._template is not None:
+            try:
+                self.judge = self._template.spawn(self._log("judge-"))
+            except (OSError, WorkerFailure) as exc:
+                self.close()
+                raise WorkerFailure(f"the judge did not start: {exc}") from None
         try:
             ready, _ = self.judge.read(STARTUP_TIMEOUT)
         except (OSError, EOFError, ProtocolError, Timeout) as exc:
@@ -706,3 +878,16 @@ def close_all(supervisors=None):
         _all[:] = [s for s in _all if all(s is not t for t in sups)]
     for s in sups:
         s.close()
+    with _lock:
+        idle = not _all
+    if idle:  # no supervisor left to fork a judge for: the warm judges go too
+        close_templates()
+
+
+def close_templates():
+    """End this process's warm judges (a judge already forked from one lives on)."""
+    with _templates_lock:
+        templates = list(_templates.values())
+        _templates.clear()
+    for t in templates:
+        t.close()
