@@ -281,27 +281,14 @@ def check_returns(call, expected: bool, what, *, cause=None, pick=None):
     """
     if isinstance(call, Outcome):
         if call.raised:
-            exc = call.error
-            _not_stub(exc, what)
-            fail(
-                f"{what} raised {type(exc).__name__}",
-                expected=expected,
-                found=describe(exc),
-                cause=cause,
-            )
+            _raised(call.error, what, expected, cause)
         found = call.value
     else:
         try:
             with quiet():
                 found = call()
         except Exception as exc:  # noqa: BLE001 - turned into an actionable message
-            _not_stub(exc, what)
-            fail(
-                f"{what} raised {type(exc).__name__}",
-                expected=expected,
-                found=describe(exc),
-                cause=cause,
-            )
+            _raised(exc, what, expected, cause)
     if pick is not None:
         found = pick(found)
     check_bool(found, expected, what, cause=cause)
@@ -320,13 +307,14 @@ def check_call(call, what, *, cause=None):
     except CheckFailure:
         raise
     except Exception as exc:  # noqa: BLE001 - turned into an actionable message
-        _not_stub(exc, what)
-        fail(
-            f"{what} raised {type(exc).__name__}",
-            expected="no exception",
-            found=describe(exc),
-            cause=cause,
-        )
+        _raised(exc, what, "no exception", cause)
+
+
+def _raised(exc, what, expected, cause):
+    """Student code raised where it should have returned: the three-part message (or, for the
+    release's bare stub, "not implemented yet")."""
+    _not_stub(exc, what)
+    fail(f"{what} raised {type(exc).__name__}", expected=expected, found=describe(exc), cause=cause)
 
 
 def _first_mismatch(found, expected, mismatch):

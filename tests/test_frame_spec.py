@@ -196,3 +196,32 @@ def test_a_real_run_speaks_the_spec(monkeypatch, tmp_path):
     assert {
         ("judge", "out", k) for k in ("ready", "child", "started", "call", "verdict", "child-exit")
     } <= kinds
+
+
+def test_both_sides_name_the_same_operations():
+    """The operations a handle asks for are named once (autograder.wire.spec.OPERATIONS): the
+    student's side performs exactly those, and every name the judge's side can send is one."""
+    import ast
+    from pathlib import Path
+
+    import autograder
+    from autograder.remote.client import Remote
+    from autograder.remote.server import OPS
+    from autograder.wire.spec import OPERATIONS
+
+    assert set(OPS) == OPERATIONS
+    sent = set()
+    for attr, fn in vars(Remote).items():  # the operator methods: __add__ sends "add" ...
+        for cell in getattr(fn, "__closure__", None) or ():
+            if isinstance(cell.cell_contents, str) and attr.startswith("__"):
+                sent.add(cell.cell_contents)
+    for path in Path(autograder.__file__).parent.rglob("*.py"):  # _op("len", ...) and the like
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "_op"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                sent.add(node.args[0].value)
+    assert len(sent) > 60 and sent <= OPERATIONS, sent - OPERATIONS

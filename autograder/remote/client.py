@@ -16,6 +16,7 @@ import sys
 import types
 
 from autograder.wire import observation
+from autograder.wire.spec import OP_BINARY, OP_COMPARISONS, OP_INPLACE, OP_UNARY
 
 from . import pickler
 from .errors import NEEDS_KERNEL, StudentProcessError, UnsupportedTest
@@ -247,29 +248,14 @@ def _unary(name):
     return op
 
 
-for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+for _name in OP_COMPARISONS:
     setattr(Remote, f"__{_name}__", _binary(_name))
-for _name in (
-    "add",
-    "sub",
-    "mul",
-    "matmul",
-    "truediv",
-    "floordiv",
-    "mod",
-    "divmod",
-    "pow",
-    "lshift",
-    "rshift",
-    "and",
-    "xor",
-    "or",
-):
+for _name in OP_BINARY:
     setattr(Remote, f"__{_name}__", _binary(_name))
     setattr(Remote, f"__r{_name}__", _binary(_name, reflected=True))
-    if _name != "divmod":
+    if "i" + _name in OP_INPLACE:
         setattr(Remote, f"__i{_name}__", _binary("i" + _name))
-for _name in ("neg", "pos", "abs", "invert", "trunc", "floor", "ceil"):
+for _name in OP_UNARY:
     setattr(Remote, f"__{_name}__", _unary(_name))
 Remote.__hash__ = Remote.__dict__["__hash__"]  # type: ignore[method-assign]  # (__eq__ unsets it)
 

@@ -13,13 +13,15 @@ import sys
 
 from autograder.wire import observation
 from autograder.wire.frames import flush_stdio
+from autograder.wire.spec import OP_BINARY, OP_COMPARISONS, OP_INPLACE, OP_UNARY, OPERATIONS
 
 from .pickler import DELETED, has_state
 from .silence import quiet
 
 
 def _operations():
-    """What a :class:`Remote` asks of the object where it lives, by name (a fixed table)."""
+    """What a :class:`Remote` asks of the object where it lives, by name (a fixed table): every
+    name of :data:`autograder.wire.spec.OPERATIONS`, and nothing else."""
     import copy
     import math
     import operator
@@ -32,6 +34,9 @@ def _operations():
     def _iter(obj):
         it = iter(obj)
         return it
+
+    def _op(name):  # operator's function of that name: and -> and_, iand -> iand
+        return getattr(operator, name + "_" if name in ("and", "or") else name)
 
     ops = {
         "getattr": getattr,
@@ -65,47 +70,16 @@ def _operations():
         "exit": lambda o, *exc: o.__exit__(*exc),
         "divmod": divmod,
         "pow": pow,
-        "neg": operator.neg,
-        "pos": operator.pos,
         "abs": abs,
-        "invert": operator.invert,
         "trunc": math.trunc,
         "floor": math.floor,
         "ceil": math.ceil,
     }
-    for name in (
-        "eq",
-        "ne",
-        "lt",
-        "le",
-        "gt",
-        "ge",
-        "add",
-        "sub",
-        "mul",
-        "matmul",
-        "truediv",
-        "floordiv",
-        "mod",
-        "lshift",
-        "rshift",
-        "xor",
-        "iadd",
-        "isub",
-        "imul",
-        "imatmul",
-        "itruediv",
-        "ifloordiv",
-        "imod",
-        "ipow",
-        "ilshift",
-        "irshift",
-        "iand",
-        "ixor",
-        "ior",
-    ):
-        ops[name] = getattr(operator, name)
-    ops["and"], ops["or"] = operator.and_, operator.or_
+    for name in OP_COMPARISONS + OP_BINARY + OP_INPLACE + OP_UNARY:
+        if name not in ops:
+            ops[name] = _op(name)
+    if set(ops) != OPERATIONS:  # checked at import: the two sides never disagree on a name
+        raise ImportError(f"remote operations differ from the spec: {set(ops) ^ OPERATIONS}")
     return ops
 
 

@@ -57,6 +57,25 @@ from __future__ import annotations
 
 from typing import Any
 
+# The operations a handle (autograder.remote.client.Remote) asks of the object where it lives,
+# by name, in a call frame's pickled ("$op", name) path; the student's side performs each one from
+# its fixed table (autograder.remote.server.OPS). Named once here, for both sides.
+OP_CALLS = (  # the handle's methods and the judge's probes: len(h), h[k], str(h), ...
+    "getattr", "setattr", "delattr", "dir", "isinstance", "issubclass", "copy", "deepcopy",
+    "repr", "str", "format", "len", "bool", "iter", "next", "reversed", "contains", "getitem",
+    "setitem", "delitem", "hash", "array", "int", "float", "complex", "index", "round", "enter",
+    "exit",
+)  # fmt: skip
+OP_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+OP_BINARY = (  # each also reflected (__radd__ ...) and, but divmod, in place (__iadd__: "iadd")
+    "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift",
+    "rshift", "and", "xor", "or",
+)  # fmt: skip
+OP_UNARY = ("neg", "pos", "abs", "invert", "trunc", "floor", "ceil")
+OP_INPLACE = tuple("i" + name for name in OP_BINARY if name != "divmod")
+OPERATIONS = frozenset(OP_CALLS + OP_COMPARISONS + OP_BINARY + OP_UNARY + OP_INPLACE)
+
+
 _INT = (int,)
 _NUM = (int, float)
 _STR = (str,)
