@@ -242,8 +242,34 @@ def type_answer(page, cell, source):
     page.keyboard.press("Escape")
 
 
+def run_cell(page, cell, tries=3):
+    """Select ``cell`` by its prompt and run it (Shift+Enter), until its prompt changes ("[*]",
+    then a number): a click that lands while a just-opened notebook is still laying out selects
+    nothing, and the key press then runs nothing."""
+    prompt = cell.locator(".jp-InputPrompt")
+    cell.scroll_into_view_if_needed()
+    before = prompt.inner_text()
+    for _ in range(tries):
+        prompt.click()
+        page.keyboard.press("Shift+Enter")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if prompt.inner_text() != before:
+                return
+            time.sleep(0.2)
+        cell.scroll_into_view_if_needed()
+    raise AssertionError(f"the cell never started: its prompt still reads {before!r}")
+
+
 def wait_for_output(page, cell, text):
-    cell.locator(".jp-OutputArea-output", has_text=text).first.wait_for()
+    try:
+        cell.locator(".jp-OutputArea-output", has_text=text).first.wait_for()
+    except Exception as exc:  # noqa: BLE001 - say what the cell showed instead
+        raise AssertionError(
+            f"no output with {text!r} in {TIMEOUT_MS / 1000:.0f} s; the cell's prompt reads "
+            f"{cell.locator('.jp-InputPrompt').inner_text()!r} and its output:\n"
+            f"{cell.locator('.jp-OutputArea').inner_text()[-3000:]}"
+        ) from exc
     page.wait_for_function(  # nothing left queued or running ([*])
         "() => ![...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')]"
         ".some(e => e.textContent.includes('*'))",
@@ -345,9 +371,7 @@ def test_student_path(lab, page):
 
     # 4. the self-check, run from the notebook, says what is wrong
     check_cell = cells.nth(check_index)
-    check_cell.scroll_into_view_if_needed()
-    check_cell.locator(".jp-InputPrompt").click()
-    page.keyboard.press("Shift+Enter")
+    run_cell(page, check_cell)
     t0 = time.perf_counter()
     report = wait_for_output(page, check_cell, "functions pass their visible tests")
     TIMINGS["selfcheck_in_notebook_wrong_s"] = round(time.perf_counter() - t0, 1)
@@ -429,9 +453,7 @@ def test_student_path(lab, page):
     ).wait_for()
     mechanics = current_notebook(page)
     progress_cell = mechanics.locator(".jp-CodeCell", has_text='progress("../exercises")').first
-    progress_cell.scroll_into_view_if_needed()
-    progress_cell.locator(".jp-InputPrompt").click()
-    page.keyboard.press("Shift+Enter")
+    run_cell(page, progress_cell)
     t0 = time.perf_counter()
     text = wait_for_output(page, progress_cell, "exercises with full marks")
     TIMINGS["progress_cell_s"] = round(time.perf_counter() - t0, 1)

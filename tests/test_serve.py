@@ -47,7 +47,7 @@ HOSTILE = [
     "not-a-notebook",
 ]
 HONEST = ["correct-alternative", "mip-values-only"]
-COOLDOWN = 6.0
+COOLDOWN = 4.0
 
 
 def _free_port():
@@ -258,8 +258,8 @@ def test_cooldown_and_a_newer_submission_replaces_the_older(served):
     )
     assert [r["state"] for r in carol] == ["released", "replaced", "released"]
     first, _, last = carol
-    # the test's own premise: the newest was seen inside the cooldown (else it proves nothing)
-    assert last["seen"] < first["submitted"] + COOLDOWN, (first, last)
+    # never before the cooldown's end (that a submission seen inside it waits is proved on a set
+    # clock: tests/test_serve_units.py::test_dispatch_holds_a_submission_until_the_cooldown_is_over)
     assert last["started"] >= first["submitted"] + COOLDOWN - 0.01
     assert last["attempt"] == 2 and last["score"] == last["max_score"]
 

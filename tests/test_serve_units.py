@@ -149,3 +149,36 @@ def test_feedback_page_as_text():
         "<html><style>x{}</style><h1>T</h1><p>Score: 1 / 2</p><table><tr><td>a</td><td>b &amp; c</td></tr></table>"
     )
     assert text.splitlines() == ["T", "Score: 1 / 2", "a b & c"]
+
+
+def test_dispatch_holds_a_submission_until_the_cooldown_is_over(tmp_path, monkeypatch):
+    """The cooldown, on a clock the test sets: a submission seen inside it stays queued (its
+    not_before recorded) and starts at the first dispatch after it; a grader failure is no
+    attempt, so it starts no cooldown."""
+    from autograder.grading.serve import service as svc
+
+    led = Ledger(tmp_path / "l.sqlite")
+    led.add(id="a1", student="al", assignment="A", submitted=100.0, seen=100.0, state="queued")
+    led.set("a1", state="grading")
+    led.graded("a1", True, {}, 1.0, 1.0, 101.0)  # attempt 1, submitted at 100
+    led.add(id="a2", student="al", assignment="A", submitted=102.0, seen=102.0, state="queued")
+    led.add(id="b1", student="bo", assignment="A", submitted=102.5, seen=102.5, state="queued")
+    led.add(id="b0", student="bo", assignment="A", submitted=90.0, seen=90.0, state="queued")
+    led.set("b0", state="grading")
+    led.graded("b0", False, {}, None, None, 91.0)  # a grader failure: not an attempt
+    started = []
+    s = svc.Service.__new__(svc.Service)
+    s.ledger, s.policy, s.inflight = led, Policy(cooldown=60.0, max_attempts=5), {}
+    s.pool = type("P", (), {"jobs": 2})()
+    s.guard = lambda id_, fn, *a: fn(*a)
+    s.start_grading = lambda row: started.append(row["id"])
+    for now, expect in ((150.0, ["b1"]), (159.99, ["b1"]), (160.0, ["a2", "b1"])):
+        monkeypatch.setattr(svc.time, "time", lambda now=now: now)
+        started.clear()
+        s.dispatch()
+        assert started == expect, (now, started)
+        if "a2" not in started:
+            assert (
+                led.db.execute("SELECT not_before FROM submissions WHERE id='a2'").fetchone()[0]
+                == 160.0
+            )
