@@ -46,13 +46,15 @@ def fixture_cases(assignment: str) -> dict:
     return cases
 
 
-def stock_autograde(root, assignment_names=None) -> dict:
+def stock_autograde(root, assignment_names=None, env=None) -> dict:
     """Stock ``nbgrader autograde`` of each assignment's solution, untouched release and fixture
     submissions (students ``solution``, ``blank`` and one per fixture case) in a TempCourse per
-    assignment under ``root``: ``{assignment: {student: {notebook: {grade_id: (score, max)}}}}``."""
+    assignment under ``root``: ``{assignment: {student: {notebook: {grade_id: (score, max)}}}}``
+    (``env``: variables added to nbgrader's environment, and so its kernels')."""
     results = {}
     for assignment in assignment_names or assignments():
         course = TempCourse(Path(root) / assignment, [assignment])
+        course.env = dict(env or {})
         course.generate()
         for nb in notebooks(assignment):
             course.submit("solution", assignment, SOLUTIONS / assignment / f"{nb}.ipynb", nb)
@@ -76,6 +78,7 @@ class TempCourse:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.assignments = list(assignment_names or assignments())
+        self.env: dict[str, str] = {}  # added to nbgrader's environment
         shutil.copy(REPO / "nbgrader_config.py", self.root / "nbgrader_config.py")
         for name in self.assignments:
             shutil.copytree(SOLUTIONS / name, self.root / "solutions" / name, dirs_exist_ok=True)
@@ -84,7 +87,7 @@ class TempCourse:
 
     def nbgrader(self, *args, check=True, timeout=1800) -> subprocess.CompletedProcess:
         """Run ``nbgrader ARGS`` from the course root; raise with its output if it fails."""
-        env = dict(os.environ)
+        env = dict(os.environ, **self.env)
         # nbgrader runs `alembic` (and kernels) from PATH: put this environment's bin first
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         result = subprocess.run(

@@ -46,7 +46,8 @@ def quiet_pace():
 @pytest.fixture(scope="session")
 def stock_grades(tmp_path_factory):
     """Stock `nbgrader autograde` of every assignment's solution, blank release and fixture
-    submissions, run once per test run (tests/test_autograde.py checks them against
+    submissions, run once per test run, or taken from tests/stock_memo.py's record of a run
+    with exactly the same inputs (tests/test_autograde.py checks them against
     expected.json; tests/test_grading.py checks that `autograder grade` gives the same scores):
     ``{assignment: {student: {notebook: {grade_id: (score, max_score)}}}}``, made when a test
     first reads it (StockGrades)."""
@@ -71,13 +72,13 @@ class StockGrades(Mapping):
     def _load(self):
         from concurrent.futures import ThreadPoolExecutor
 
-        from autograder.course import stock_autograde
+        from stock_memo import stock_autograde
 
         def run(assignment, wait):
             return shared_result(
                 self._factory,
                 f"stock-nbgrader-{assignment}",
-                lambda folder: stock_autograde(folder, [assignment])[assignment],
+                lambda folder: stock_autograde(folder, assignment),
                 wait=wait,
             )
 

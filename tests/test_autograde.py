@@ -55,6 +55,26 @@ def test_fixture_submission_gets_expected_scores(graded, assignment, case):
     assert found == expected
 
 
+def test_the_memo_is_what_stock_nbgrader_gives(graded, tmp_path):
+    """The real `nbgrader autograde`, in every run, of every assignment's solution and blank
+    release: exactly the grades the session's stock grades hold for them (the memo's, when
+    tests/stock_memo.py found one recorded from the same inputs: a memo missing an input that
+    changes a grade fails here)."""
+    from autograder.course import EXERCISES, TempCourse
+
+    course = TempCourse(tmp_path / "course")
+    course.generate()
+    for a in assignments():
+        for nb in notebooks(a):
+            course.submit("solution", a, SOLUTIONS / a / f"{nb}.ipynb", nb)
+            course.submit("blank", a, EXERCISES / a / f"{nb}.ipynb", nb)
+    for a in assignments():
+        course.autograde(a)
+        real = course.scores(a)
+        for student in ("solution", "blank"):
+            assert real[student] == graded[a][student], (a, student)
+
+
 def test_every_function_has_a_fixture_with_a_mistake():
     """Each graded function of each assignment is the target of at least one wrong fixture."""
     import nbformat

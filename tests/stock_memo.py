@@ -1,0 +1,158 @@
+"""Stock `nbgrader autograde` of this course's fixtures, kept with the exact inputs it came from.
+
+Stock nbgrader grades the solution, the blank release and every fixture submission of an
+assignment (conftest.StockGrades: about 100 notebooks, a kernel and `import torch` each, a
+quarter of `make test`'s CPU). Its grades are a function of its inputs: the Python and every
+package (requirements.lock), the course's nbgrader_config.py, the assignment's source folder,
+the submitted notebooks, autograder/course.py (which builds the stock course) and the
+autograder modules its kernels imported (recorded as each kernel imports them, by
+tests/stock_site/sitecustomize.py, on PYTHONPATH for that run only). A run stores each input as a
+hash, beside the grades, in tests/fixtures/stock/<assignment>.json; a later run uses the grades
+only when every input hashes the same, and runs nbgrader again otherwise (rewriting the file:
+commit it). A run in which fewer kernels recorded than it graded notebooks stores nothing.
+`AUTOGRADER_STOCK_MEMO=0` always runs nbgrader.
+
+Whatever the memo holds, tests/test_autograde.py::test_the_memo_is_what_stock_nbgrader_gives
+runs the real `nbgrader autograde` on every assignment's solution and blank release in every
+test run and requires the grades the memo gives for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FOLDER = REPO / "tests" / "fixtures" / "stock"
+VERSION = 1
+
+
+def enabled() -> bool:
+    return os.environ.get("AUTOGRADER_STOCK_MEMO", "1") != "0"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def submissions(assignment: str) -> dict[str, Path]:
+    """What autograder.course.stock_autograde submits: ``{"student/notebook": file}``."""
+    from autograder.course import (
+        EXERCISES,
+        FIXTURE_SUBMISSIONS,
+        SOLUTIONS,
+        fixture_cases,
+        notebooks,
+    )
+
+    out = {}
+    for nb in notebooks(assignment):
+        out[f"solution/{nb}"] = SOLUTIONS / assignment / f"{nb}.ipynb"
+        out[f"blank/{nb}"] = EXERCISES / assignment / f"{nb}.ipynb"
+    first = notebooks(assignment)[0]
+    for case in fixture_cases(assignment):
+        out[f"{case}/{first}"] = FIXTURE_SUBMISSIONS / assignment / f"{case}.ipynb"
+    return out
+
+
+def inputs(assignment: str) -> dict:
+    """What stock's grades of ``assignment`` depend on, but the kernels' modules, as hashes."""
+    import platform
+
+    source = REPO / "solutions" / assignment
+    files = sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    subs = submissions(assignment)
+    return {
+        "version": VERSION,
+        "python": platform.python_version(),
+        "requirements.lock": _sha((REPO / "requirements.lock").read_bytes()),
+        "nbgrader_config.py": _sha((REPO / "nbgrader_config.py").read_bytes()),
+        "autograder/course.py": _sha((REPO / "autograder" / "course.py").read_bytes()),
+        "source": {str(p.relative_to(REPO)): _sha(p.read_bytes()) for p in files},
+        "submissions": {k: _sha(subs[k].read_bytes()) for k in sorted(subs)},
+    }
+
+
+def _hashes(files) -> dict[str, str] | None:
+    """``{repo-relative file: sha256}``; None if one is gone."""
+    out = {}
+    for rel in files:
+        path = REPO / rel
+        if not path.is_file():
+            return None
+        out[rel] = _sha(path.read_bytes())
+    return out
+
+
+def load(assignment: str, inputs_now: dict):
+    """The recorded grades, if recorded from exactly these inputs and these kernel modules."""
+    path = FOLDER / f"{assignment}.json"
+    if not enabled() or not path.exists():
+        return None
+    try:
+        memo = json.loads(path.read_text())
+    except ValueError:
+        return None
+    kernel = memo.get("kernel modules")
+    if memo.get("inputs") != inputs_now or not isinstance(kernel, dict):
+        return None
+    if _hashes(sorted(kernel)) != kernel:
+        return None
+    return {
+        student: {nb: {gid: tuple(v) for gid, v in grades.items()} for nb, grades in nbs.items()}
+        for student, nbs in memo["grades"].items()
+    }
+
+
+def store(assignment: str, inputs_now: dict, kernel: dict, grades: dict) -> None:
+    FOLDER.mkdir(parents=True, exist_ok=True)
+    path = FOLDER / f"{assignment}.json"
+    memo = {"inputs": inputs_now, "kernel modules": kernel, "grades": grades}
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(memo, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def _importable(name: str) -> bool:
+    """The parents of ``name`` import (find_spec imports them)."""
+    try:
+        return importlib.util.find_spec(name.rpartition(".")[0] or name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def stock_autograde(folder, assignment: str) -> dict:
+    """autograder.course.stock_autograde of one assignment: from the memo when nothing it depends
+    on changed; otherwise run, recording which autograder modules its kernels loaded."""
+    from autograder.course import stock_autograde as real
+
+    now = inputs(assignment)
+    grades = load(assignment, now)
+    if grades is not None:
+        return grades
+    folder = Path(folder)
+    record = folder / "kernel-modules"
+    record.mkdir(parents=True, exist_ok=True)
+    path = os.pathsep.join([str(REPO / "tests" / "stock_site"), os.environ.get("PYTHONPATH", "")])
+    env = {"AUTOGRADER_STOCK_RECORD": str(record), "PYTHONPATH": path.rstrip(os.pathsep)}
+    grades = real(folder, [assignment], env=env)[assignment]
+    reports = [p.read_text().splitlines() for p in record.glob("*.txt")]
+    kernels = [r for r in reports if r and "ipykernel" in r[0]]
+    files = set()
+    for r in reports:
+        for name in r[1:]:
+            spec = importlib.util.find_spec(name) if _importable(name) else None
+            origin = getattr(spec, "origin", None)
+            if not origin or not os.path.isfile(origin):
+                continue  # a name that did not import (the kernel's error, not a file it ran)
+            try:
+                files.add(str(Path(origin).resolve().relative_to(REPO)))
+            except ValueError:
+                files.add(origin)  # outside the repository: never matches, so never reused
+    hashes = _hashes(sorted(files))
+    if enabled() and len(kernels) >= len(submissions(assignment)) and hashes is not None:
+        store(assignment, now, hashes, grades)
+    return grades
