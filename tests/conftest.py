@@ -167,29 +167,27 @@ def _is_notebook(item):
 # set-ups: each grading run, JupyterLab, the browser session, built once) and a notebook's nbval
 # cells whole (one kernel). (--dist loadgroup would allow finer units, but pytest-xdist 3.8.0's
 # groups do nothing under pytest 9.2: it renames item._nodeid, which pytest 9 no longer reads.)
-# The modules it starts first, longest first (seconds each took in the one serial run of
-# 2026-11-26, 2056 s in all), so that the two workers finish together; the rest keep their order.
-# test_grading comes after the others of its size: its tests read stock_grades, which the first
-# module starts making (two assignments at a time) while the other worker runs the ones above it.
-# The lessons' nbval runs (each now also its figure check, tests/nbval_figures.py: the run that
-# test_figures made, 171 s for the five) go before the short modules, not last.
+# The modules it starts first, longest first (seconds each took in the full run of 2026-11-26
+# 18:46 on 2 cores, its stock nbgrader runs now taken from tests/stock_memo.py), so that the two
+# workers finish together; the rest keep their order. The lessons' nbval runs (each also its
+# figure check, tests/nbval_figures.py) go before the short modules, not last.
 FIRST = {
-    "tests/test_autograde.py": 692,  # stock_grades
-    "tests/test_any_course.py": 241,
-    "tests/test_serve.py": 230,  # autograder serve (2026-11-26, a loaded machine)
-    "tests/test_serve_hub.py": 156,
-    "tests/test_browser.py": 133,
-    "tests/test_grading.py": 130,  # 347 s
-    "tests/test_selfcheck.py": 123,
-    "tests/test_submit.py": 63,
-    "tests/test_fidelity_course.py": 58,
-    "tests/test_fullcheck.py": 53,
-    # not in that run: about 7x less than under the load of 2026-11-26 16:00 (fuzz's set-up
-    # 449 s, exercises_sync's 339 s, fidelity_course's 407 s there)
-    "tests/test_fuzz.py": 64,
-    "tests/test_exercises_sync.py": 48,
-    **{str(lesson.relative_to(REPO)): 34 for lesson in sorted(REPO.glob("course/0[1-9]*.ipynb"))},
-    "tests/test_figures.py": 30,  # the checker on throwaway lessons
+    "tests/test_grading.py": 214,
+    "tests/test_any_course.py": 163,
+    "tests/test_serve.py": 145,
+    "tests/test_browser.py": 130,
+    "tests/test_selfcheck.py": 121,
+    "tests/test_fuzz.py": 75,
+    "tests/test_submit.py": 70,
+    "tests/test_autograde.py": 63,  # the real stock run of every solution and blank release
+    "tests/test_serve_hub.py": 43,
+    "tests/test_fullcheck.py": 40,
+    "tests/test_limits.py": 34,
+    "tests/test_fidelity_course.py": 20,
+    "tests/test_figures.py": 20,  # the checker on throwaway lessons
+    "tests/test_exercises_sync.py": 15,
+    "tests/test_collect.py": 12,
+    **{str(lesson.relative_to(REPO)): 7 for lesson in sorted(REPO.glob("course/0[1-9]*.ipynb"))},
 }
 
 
