@@ -611,7 +611,7 @@ def test_dask_scheduler_gives_the_same_csv(honest, tmp_path):
 
     assignment = "01_relu_inplace"
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
     ) as cluster:
         proc = grade(
             honest["course"].root / "submitted",

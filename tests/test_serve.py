@@ -373,7 +373,7 @@ def test_a_dask_cluster_grades_for_the_service(tmp_path):
     from distributed import LocalCluster
 
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
     ) as cluster:
         sc = ServeCourse(
             tmp_path / "dask",
