@@ -46,6 +46,21 @@ def fixture_cases(assignment: str) -> dict:
     return cases
 
 
+def reference_submissions(assignment: str, fixtures=True) -> dict[tuple[str, str], Path]:
+    """The notebooks this course grades against stock nbgrader, ``{(student, notebook): file}``:
+    student ``solution`` (the instructor's) and ``blank`` (the untouched release) for every
+    notebook, and (``fixtures``) one student per fixture case, its assignment's first notebook."""
+    out = {}
+    for nb in notebooks(assignment):
+        out[("solution", nb)] = SOLUTIONS / assignment / f"{nb}.ipynb"
+        out[("blank", nb)] = EXERCISES / assignment / f"{nb}.ipynb"
+    if fixtures:
+        first = notebooks(assignment)[0]
+        for case in fixture_cases(assignment):
+            out[(case, first)] = FIXTURE_SUBMISSIONS / assignment / f"{case}.ipynb"
+    return out
+
+
 def stock_autograde(root, assignment_names=None, env=None) -> dict:
     """Stock ``nbgrader autograde`` of each assignment's solution, untouched release and fixture
     submissions (students ``solution``, ``blank`` and one per fixture case) in a TempCourse per
@@ -56,11 +71,8 @@ def stock_autograde(root, assignment_names=None, env=None) -> dict:
         course = TempCourse(Path(root) / assignment, [assignment])
         course.env = dict(env or {})
         course.generate()
-        for nb in notebooks(assignment):
-            course.submit("solution", assignment, SOLUTIONS / assignment / f"{nb}.ipynb", nb)
-            course.submit("blank", assignment, EXERCISES / assignment / f"{nb}.ipynb", nb)
-        for case in fixture_cases(assignment):
-            course.submit(case, assignment, FIXTURE_SUBMISSIONS / assignment / f"{case}.ipynb")
+        for (student, nb), path in reference_submissions(assignment).items():
+            course.submit(student, assignment, path, nb)
         course.autograde(assignment)
         results[assignment] = course.scores(assignment)
     return results

@@ -40,22 +40,9 @@ def _sha(data: bytes) -> str:
 
 def submissions(assignment: str) -> dict[str, Path]:
     """What autograder.course.stock_autograde submits: ``{"student/notebook": file}``."""
-    from autograder.course import (
-        EXERCISES,
-        FIXTURE_SUBMISSIONS,
-        SOLUTIONS,
-        fixture_cases,
-        notebooks,
-    )
+    from autograder.course import reference_submissions
 
-    out = {}
-    for nb in notebooks(assignment):
-        out[f"solution/{nb}"] = SOLUTIONS / assignment / f"{nb}.ipynb"
-        out[f"blank/{nb}"] = EXERCISES / assignment / f"{nb}.ipynb"
-    first = notebooks(assignment)[0]
-    for case in fixture_cases(assignment):
-        out[f"{case}/{first}"] = FIXTURE_SUBMISSIONS / assignment / f"{case}.ipynb"
-    return out
+    return {f"{s}/{nb}": path for (s, nb), path in reference_submissions(assignment).items()}
 
 
 def inputs(assignment: str) -> dict:

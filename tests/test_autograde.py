@@ -60,14 +60,13 @@ def test_the_memo_is_what_stock_nbgrader_gives(graded, tmp_path):
     release: exactly the grades the session's stock grades hold for them (the memo's, when
     tests/stock_memo.py found one recorded from the same inputs: a memo missing an input that
     changes a grade fails here)."""
-    from autograder.course import EXERCISES, TempCourse
+    from autograder.course import TempCourse, reference_submissions
 
     course = TempCourse(tmp_path / "course")
     course.generate()
     for a in assignments():
-        for nb in notebooks(a):
-            course.submit("solution", a, SOLUTIONS / a / f"{nb}.ipynb", nb)
-            course.submit("blank", a, EXERCISES / a / f"{nb}.ipynb", nb)
+        for (student, nb), path in reference_submissions(a, fixtures=False).items():
+            course.submit(student, a, path, nb)
     for a in assignments():
         course.autograde(a)
         real = course.scores(a)

@@ -34,6 +34,7 @@ from autograder.course import (
     assignments,
     fixture_cases,
     notebooks,
+    reference_submissions,
 )
 from autograder.grading.intake.collect import read_source
 
@@ -542,11 +543,8 @@ def honest(tmp_path_factory):
     course = TempCourse(root / "course")
     course.generate()
     for a in assignments():
-        for nb in notebooks(a):
-            course.submit("solution", a, SOLUTIONS / a / f"{nb}.ipynb", nb)
-            course.submit("blank", a, EXERCISES / a / f"{nb}.ipynb", nb)
-        for case in fixture_cases(a):
-            course.submit(case, a, FIXTURE_SUBMISSIONS / a / f"{case}.ipynb")
+        for (student, nb), path in reference_submissions(a).items():
+            course.submit(student, a, path, nb)
     out = root / "out"
     proc = grade(course.root / "submitted", "--out", out, "--course", course.root, "--jobs", "2")
     return {"proc": proc, "out": out, "course": course, "rows": read_csv(out / "grades.csv")}

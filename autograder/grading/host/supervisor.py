@@ -48,6 +48,22 @@ STARTUP_TIMEOUT = 600
 GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
 
 
+def _log_tail(path: Path, n: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+def _drop_if_empty(path: Path) -> None:
+    """A process's log that nothing was written to is not kept."""
+    try:
+        if path.stat().st_size == 0:
+            path.unlink()
+    except OSError:
+        pass
+
+
 class _Process:
     """A child process speaking frames on its stdin/stdout, stderr to a log file."""
 
@@ -99,10 +115,7 @@ class _Process:
                 return True
 
     def log_tail(self, n=3000):
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+        return _log_tail(self.log_path, n)
 
     def close(self):
         try:
@@ -119,11 +132,7 @@ class _Process:
                 stream.close()
             except Exception:  # noqa: BLE001
                 pass
-        try:
-            if self.log_path.stat().st_size == 0:
-                self.log_path.unlink()
-        except OSError:
-            pass
+        _drop_if_empty(self.log_path)
 
 
 class _NotOurChild:
@@ -231,10 +240,7 @@ class JudgeTemplate:
         return _Process.forked(pid, in_w, out_r, log_path)
 
     def log_tail(self, n=3000):
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+        return _log_tail(self.log_path, n)
 
     def close(self):
         """Its socket closed, it reaps the judges it forked (each closed by its supervisor) and ends."""
@@ -244,11 +250,7 @@ class JudgeTemplate:
         except Exception:  # noqa: BLE001
             self.proc.kill()
             self.proc.wait()
-        try:
-            if self.log_path.stat().st_size == 0:
-                self.log_path.unlink()
-        except OSError:
-            pass
+        _drop_if_empty(self.log_path)
 
 
 def _judge_env():
