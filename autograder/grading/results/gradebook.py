@@ -43,6 +43,9 @@ class GradebookWriter:
         from nbgrader.preprocessors import SaveCells
 
         self.gb.update_or_create_assignment(source_nb.assignment)
+        if self._recorded(source_nb):  # what SaveCells would write is there already
+            self._registered.add(key)
+            return
         resources = {
             "nbgrader": {
                 "db_url": self.db_url,
@@ -55,6 +58,58 @@ class GradebookWriter:
         pre.preprocess(nb, resources)
         pre.gradebook.close()
         self._registered.add(key)
+
+    def _recorded(self, source_nb) -> bool:
+        """Does the gradebook hold exactly what nbgrader's ``SaveCells`` would record for this
+        source notebook (its kernelspec; grade, solution, task and source cells, each with the
+        fields SaveCells sets)? Then registering it again (``generate_assignment`` did, or the last
+        run) would change nothing but the cells' row ids, and is skipped: about 0.1 s of the host's
+        start-up per notebook. Anything different, or missing, and SaveCells runs as before."""
+        import json
+
+        from nbgrader import utils
+        from nbgrader.api import MissingEntry
+
+        grade, solution, task, source = {}, set(), {}, {}
+        for cell in source_nb.nb.cells:  # SaveCells.preprocess_cell, cell by cell
+            if utils.is_grade(cell):
+                grade[cell.metadata.nbgrader["grade_id"]] = (
+                    float(cell.metadata.nbgrader["points"]),
+                    cell.cell_type,
+                )
+            if utils.is_solution(cell):
+                solution.add(cell.metadata.nbgrader["grade_id"])
+            if utils.is_task(cell):
+                task[cell.metadata.nbgrader["grade_id"]] = (
+                    float(cell.metadata.nbgrader["points"]),
+                    cell.cell_type,
+                )
+            if (
+                utils.is_grade(cell)
+                or utils.is_solution(cell)
+                or utils.is_locked(cell)
+                or utils.is_task(cell)
+            ):
+                source[cell.metadata.nbgrader["grade_id"]] = (
+                    cell.cell_type,
+                    utils.is_locked(cell),
+                    cell.source,
+                    cell.metadata.nbgrader.get("checksum", None),
+                )
+        try:
+            notebook = self.gb.find_notebook(source_nb.name, source_nb.assignment)
+        except MissingEntry:
+            return False
+        return (
+            notebook.kernelspec == json.dumps(source_nb.nb.metadata.get("kernelspec", {}))
+            and {c.name: (c.max_score, c.cell_type) for c in notebook.grade_cells} == grade
+            and {c.name for c in notebook.solution_cells} == solution
+            and {c.name: (c.max_score, c.cell_type) for c in notebook.task_cells} == task
+            and {
+                c.name: (c.cell_type, c.locked, c.source, c.checksum) for c in notebook.source_cells
+            }
+            == source
+        )
 
     def record(self, sub, rows) -> None:
         # nbgrader's own add_submission makes SQLAlchemy warn ("... not in session, add operation along
