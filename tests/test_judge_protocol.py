@@ -79,3 +79,17 @@ def test_judges_are_forked_from_one_warm_template(tmp_path):
     for p in procs:
         assert not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
     assert sv._templates == {}
+
+
+def test_a_test_is_compiled_once_per_judge():
+    """The judge compiles each test cell once, before it forks (``_serve``); every submission's
+    child finds the code objects there: the same objects for the same cell, and a cell's grade id
+    stays in its code (tracebacks name ``<test ID>``)."""
+    from autograder.grading.host.judge import compile_test
+
+    source = "x = [1, 2]\nassert len(x) == 2\nx"
+    first = compile_test(source, "test_a")
+    assert compile_test(source, "test_a") is first
+    again = compile_test(source, "test_b")
+    assert again is not first and again[0].co_filename == "<test test_b>"
+    assert compile_test("def broken(:\n", "test_c") is None

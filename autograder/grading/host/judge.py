@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
 import io
 import os
@@ -149,6 +150,9 @@ def _serve():
         # the child's first frame ("ready") must follow the parent's ("child"): both write to one
         # channel, so the child waits until the parent has written (a fast child, with no tests
         # to compile, otherwise answers first and the supervisor reads "ready" for "child")
+        for test in msg.get("tests") or ():  # compiled here once, not in every child
+            if isinstance(test, dict) and type(test.get("source")) is type(test.get("id")) is str:
+                compile_test(test["source"], test["id"])
         go_r, go_w = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -745,8 +749,11 @@ def _loaded(name):
 # --------------------------------------------------------------------------- tests
 
 
+@functools.lru_cache(maxsize=1024)
 def compile_test(source, grade_id):
-    """``(body, last expression or None)``, or None when the cell does not compile."""
+    """``(body, last expression or None)``, or None when the cell does not compile. Code objects
+    are immutable: the judge that forks a child per submission compiles an assignment's tests once
+    (:func:`_serve`), and every child finds them here."""
     filename = f"<test {grade_id}>"
     try:
         tree = ast.parse(source, filename)
