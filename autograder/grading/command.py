@@ -194,7 +194,8 @@ class GradeRun:
         self.rows: list = []
         self.errors: list = []
         self.jobs_text = ""
-        self.startup = 0.0  # seconds before the first notebook could be graded
+        self.startup = 0.0  # seconds before the first notebook could be graded: the gradebook
+        # open and a sandbox ready (warm, its judge too)
         self.fallbacks: list = []  # (key, why): notebooks graded in one kernel, decided while grading
         self.dropped: dict = {}  # key -> test-owned names the student's code wrote (dropped)
         self.invariant = [0, 0.0]  # the judge's checks after each call: count, seconds
@@ -401,6 +402,9 @@ class GradeRun:
         try:
             if tasks:
                 run_round(tasks)
+                ready = getattr(self.pool, "ready_at", None)
+                if ready:  # start-up ends when a sandbox could take the first notebook
+                    self.startup = max(self.startup, min(ready) - self.started)
                 if again:  # (the sandboxes are still up: one more round)
                     self.fallbacks = [(s.key, s.needs_kernel) for s in again]
                     run_round(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import threading
+import time
 import traceback
 
 from autograder.grading.host.sandbox import WorkerFailure
@@ -49,6 +50,7 @@ class LocalExecutor(cf.ThreadPoolExecutor):
         super().__init__(max_workers=self.jobs, thread_name_prefix="grader")
         # one start per thread: each waits for the others, so that no thread takes two
         barrier = threading.Barrier(self.jobs)
+        self.ready_at: list[float] = []  # time.monotonic() when each sandbox could take a task
         self.starts = [self.submit(self._start, barrier) for _ in range(self.jobs)]
 
     def _start(self, barrier) -> str | None:
@@ -61,6 +63,8 @@ class LocalExecutor(cf.ThreadPoolExecutor):
             sup.start()
         except WorkerFailure as exc:
             return str(exc)
+        with self._lock:
+            self.ready_at.append(time.monotonic())
         return None
 
     def check_started(self):
