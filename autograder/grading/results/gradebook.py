@@ -131,11 +131,16 @@ class GradebookWriter:
             gb.find_submission(sub.assignment, sub.student)
         except MissingEntry:
             gb.add_submission(sub.assignment, sub.student)
-        # one query for the notebook's grades (nbgrader's find_grade is one query per cell)
-        grades = {
-            g.name: g
-            for g in gb.find_submission_notebook(sub.notebook, sub.assignment, sub.student).grades
-        }
+        # one query for the notebook's grades with their cells' names (nbgrader's find_grade is
+        # one query per cell, and each grade's ``name`` another)
+        from nbgrader.api import BaseCell, Grade
+
+        notebook = gb.find_submission_notebook(sub.notebook, sub.assignment, sub.student)
+        grades = dict(
+            gb.db.query(BaseCell.name, Grade)
+            .join(BaseCell, Grade.cell_id == BaseCell.id)
+            .filter(Grade.notebook_id == notebook.id)
+        )
         for row in rows:
             grade = grades.get(row.grade_id) or gb.find_grade(
                 row.grade_id, sub.notebook, sub.assignment, sub.student
