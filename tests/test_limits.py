@@ -182,6 +182,15 @@ def ex1_run(tmp_path_factory, needs_bubblewrap):
         target = root / "submitted" / student / EXERCISE / f"{EXERCISE}.ipynb"
         target.parent.mkdir(parents=True)
         shutil.copy(path, target)
+    # the correct answer plus a cell asking about the garbage collector (the zygote warms up
+    # with it off: warmup.without_gc)
+    gc_nb = nbformat.read(students["correct"], as_version=4)
+    gc_nb.cells.append(
+        nbformat.v4.new_code_cell('import gc\nprint("student gc enabled:", gc.isenabled())')
+    )
+    target = root / "submitted" / "gc-check" / EXERCISE / f"{EXERCISE}.ipynb"
+    target.parent.mkdir(parents=True)
+    nbformat.write(gc_nb, target)
     shm = Sampler()
     proc = grade(root / "submitted", "--out", root / "out", "--course", course.root, "--jobs", "1")
     shm.stop()
@@ -256,6 +265,38 @@ def test_ipc_objects_are_bounded_while_a_submission_runs_and_gone_after(ex1_run)
         shm
     )  # one 512 MB hog at a time (others share the host)
     assert shm.after - shm.before < 128, vars(shm)  # (v3: 4 GB held until the sandbox ended)
+
+
+def test_student_code_runs_with_the_garbage_collector_on(ex1_run):
+    """The zygote and the judge warm up with Python's collector off (warmup.without_gc); every
+    process they fork has it on again, as in a kernel: the student's cell says so, and the
+    notebook scores as the correct answer does."""
+    assert "student gc enabled: True" in _outputs(ex1_run["course"].root, "gc-check")
+    scores = {
+        s: sorted(
+            (r["grade_id"], r["score"], r["status"]) for r in ex1_run["rows"] if r["student"] == s
+        )
+        for s in ("correct", "gc-check")
+    }
+    assert scores["gc-check"] == scores["correct"] and scores["correct"]
+
+
+def test_without_gc_puts_the_collector_back():
+    import gc
+
+    from autograder.grading.warmup import without_gc
+
+    assert gc.isenabled()
+    with without_gc():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with without_gc():
+            pass
+        assert not gc.isenabled()  # as it was
+    finally:
+        gc.enable()
 
 
 # --------------------------------------------------------------------------- item 10

@@ -68,7 +68,10 @@ def main():
     config, _ = read_frame(PROTO_IN)
     cwd = os.getcwd()
     sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
-    warm_up(config.get("preload", ()))
+    from autograder.grading.warmup import without_gc
+
+    with without_gc():
+        warm_up(config.get("preload", ()))
     _serve()
 
 
@@ -91,7 +94,10 @@ def template():
     config, _ = read_frame(sock.fileno())
     cwd = os.getcwd()
     sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
-    warm_up(config.get("preload", ()))
+    from autograder.grading.warmup import without_gc
+
+    with without_gc():
+        warm_up(config.get("preload", ()))
     sock.sendall(b"R")
 
     def reap(block=False):
