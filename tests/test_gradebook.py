@@ -11,10 +11,8 @@ compared with stock SaveCells on a gradebook of its own.
 from __future__ import annotations
 
 import copy
-import os
 import random
 import shutil
-import sys
 from types import SimpleNamespace
 
 import nbformat
@@ -26,28 +24,14 @@ from autograder.grading.results.gradebook import GradebookWriter
 SOURCES = [(a, nb) for a in assignments() for nb in notebooks(a)]
 
 
-@pytest.fixture(autouse=True)
-def _alembic_on_path(monkeypatch):
-    """nbgrader's Gradebook runs ``alembic`` from PATH: this environment's (as the writer does)."""
-    bindir = os.path.dirname(sys.executable)
-    monkeypatch.setenv("PATH", os.pathsep.join([bindir, os.environ.get("PATH", "")]))
-
-
 @pytest.fixture(scope="module")
 def empty_gradebook(tmp_path_factory):
-    """An empty gradebook, made once: nbgrader makes a new one with an ``alembic`` subprocess
-    (2.5 s); each case copies this file."""
-    from nbgrader.api import Gradebook
-
-    bindir = os.path.dirname(sys.executable)
-    path = tmp_path_factory.mktemp("gradebook") / "empty.db"
-    old = os.environ.get("PATH", "")
-    os.environ["PATH"] = os.pathsep.join([bindir, old])
-    try:
-        Gradebook(f"sqlite:///{path}").close()
-    finally:
-        os.environ["PATH"] = old
-    return path
+    """An empty gradebook, made once by the writer (nbgrader makes a new one with an ``alembic``
+    subprocess, 2.5 s, found on the PATH the writer sets); each case copies this file, and nbgrader
+    opens an existing gradebook without alembic."""
+    folder = tmp_path_factory.mktemp("gradebook")
+    GradebookWriter(folder, f"sqlite:///{folder / 'empty.db'}").close()
+    return folder / "empty.db"
 
 
 def fresh(empty, folder, name) -> str:
@@ -122,6 +106,20 @@ def _graded(nb):
     return [c for c in nb.cells if c.get("metadata", {}).get("nbgrader")]
 
 
+def _graded_cell(cell, grade_id, points, task=False):
+    """``cell`` as nbgrader marks a test cell (or, ``task``, a task cell)."""
+    cell.metadata["nbgrader"] = {
+        "grade": not task,
+        "grade_id": grade_id,
+        "locked": True,
+        "points": points,
+        "schema_version": 3,
+        "solution": False,
+        "task": task,
+    }
+    return cell
+
+
 def edit(nb, kind, k, text):
     """One edit of a source notebook: what an instructor changes between two releases."""
     nb = copy.deepcopy(nb)
@@ -147,29 +145,12 @@ def edit(nb, kind, k, text):
     elif kind == "remove":
         nb.cells.remove(cell)
     elif kind == "add":
-        new = nbformat.v4.new_code_cell("assert True" + text)
-        new.metadata["nbgrader"] = {
-            "grade": True,
-            "grade_id": f"added_{k}",
-            "locked": True,
-            "points": 1,
-            "schema_version": 3,
-            "solution": False,
-            "task": False,
-        }
-        nb.cells.append(new)
+        nb.cells.append(
+            _graded_cell(nbformat.v4.new_code_cell("assert True" + text), f"added_{k}", 1)
+        )
     elif kind == "task":
         new = nbformat.v4.new_markdown_cell("Describe" + text)
-        new.metadata["nbgrader"] = {
-            "grade": False,
-            "grade_id": f"task_{k}",
-            "locked": True,
-            "points": 2,
-            "schema_version": 3,
-            "solution": False,
-            "task": True,
-        }
-        nb.cells.append(new)
+        nb.cells.append(_graded_cell(new, f"task_{k}", 2, task=True))
     return nb
 
 
@@ -187,25 +168,48 @@ def _edits(seed):
     ]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", range(CASES))
-def test_a_changed_source_is_recorded_as_stock_nbgrader_records_it(tmp_path, seed, empty_gradebook):
-    """Registered once, then edited and registered again (no submissions yet): the gradebook
-    holds what stock SaveCells leaves after the same two steps; skipped exactly when no edit
-    changed anything SaveCells records."""
-    rng = random.Random(seed)
-    a, name = SOURCES[rng.randrange(len(SOURCES))]
-    edits = _edits(seed)
-    before = _source(a, name)
+def registered_again(folder, empty, assignment, name, edits) -> tuple[bool, bool]:
+    """The source registered as is, then edited and registered again (no submissions yet), by
+    stock SaveCells and by the writer, each in a gradebook of its own: the writer's gradebook holds
+    what stock's does, and it skipped SaveCells exactly when no edit changed anything SaveCells
+    records. Returns (skipped, changed)."""
+    before = _source(assignment, name)
     nb = before.nb
     for kind, k, text in edits:
         nb = edit(nb, kind, k, text)
-    after = _source(a, name, nb)
-    stock_url, our_url = (fresh(empty_gradebook, tmp_path, k) for k in ("stock", "ours"))
+    after = _source(assignment, name, nb)
+    stock_url, our_url = (fresh(empty, folder, k) for k in ("stock", "ours"))
     stock_save_cells(stock_url, before)
     stock_save_cells(stock_url, after)
     stock_save_cells(our_url, before)
     recorded_before = contents(our_url, before)
-    skipped = ours(our_url, after, tmp_path)
+    skipped = ours(our_url, after, folder)
     assert contents(our_url, after) == contents(stock_url, after), edits
-    assert skipped == (contents(stock_url, after) == recorded_before), edits
+    changed = contents(stock_url, after) != recorded_before
+    assert skipped == (not changed), edits
+    return skipped, changed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_of_edit_alone_is_recorded_again(tmp_path, kind, empty_gradebook):
+    """Every field SaveCells records, changed on its own, makes the writer run SaveCells (the
+    first cell where the edit changes something: a points edit needs a graded cell)."""
+    a, name = SOURCES[0]
+    for k in range(len(_graded(_source(a, name).nb))):
+        folder = tmp_path / str(k)
+        folder.mkdir()
+        skipped, changed = registered_again(folder, empty_gradebook, a, name, [(kind, k, "x")])
+        if changed:
+            assert not skipped
+            return
+    raise AssertionError(f"no cell where a {kind!r} edit changes what SaveCells records")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(CASES))
+def test_a_changed_source_is_recorded_as_stock_nbgrader_records_it(tmp_path, seed, empty_gradebook):
+    """Generated sequences of edits (and none): the rule of :func:`registered_again`."""
+    rng = random.Random(seed)
+    a, name = SOURCES[rng.randrange(len(SOURCES))]
+    registered_again(tmp_path, empty_gradebook, a, name, _edits(seed))
