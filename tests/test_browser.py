@@ -255,14 +255,14 @@ def run_cell(page, cell, tries=3):
     for _ in range(tries):
         prompt.click()
         page.keyboard.press("Shift+Enter")
-        started = time.monotonic() + 30
+        start_by = time.monotonic() + 30
         deadline = time.monotonic() + TIMEOUT_MS / 1000
         while time.monotonic() < deadline:
             now = prompt.inner_text()
             seen.append(now)
             if re.fullmatch(r"\[\d+\]:?", now.strip()) and now != before:
                 return
-            if now == before and "*" not in now and time.monotonic() > started:
+            if now == before and "*" not in now and time.monotonic() > start_by:
                 break  # never started, or dropped: run it again
             if now.strip().startswith("[ ]") and any("*" in p for p in seen):
                 break  # started, then dropped
