@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from autograder.procs import run
+
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions"
 EXERCISES = REPO / "exercises"
@@ -98,23 +100,20 @@ class TempCourse:
     # -- running nbgrader -----------------------------------------------------------
 
     def nbgrader(self, *args, check=True, timeout=1800) -> subprocess.CompletedProcess:
-        """Run ``nbgrader ARGS`` from the course root; raise with its output if it fails."""
+        """Run ``nbgrader ARGS`` from the course root. ``check``: a non-zero exit raises
+        :class:`~autograder.procs.ProcessFailed` (command, exit status, output tails); otherwise
+        the finished process is returned, whatever its status."""
         env = dict(os.environ, **self.env)
         # nbgrader runs `alembic` (and kernels) from PATH: put this environment's bin first
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        result = subprocess.run(
+        return run(
             [*nbgrader_command(), *args],
+            expect=0 if check else None,
             cwd=self.root,
             env=env,
-            capture_output=True,
-            text=True,
             timeout=timeout,
+            what="nbgrader",
         )
-        if check and result.returncode != 0:
-            raise RuntimeError(
-                f"nbgrader {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}"
-            )
-        return result
 
     def generate(self, db=True):
         """``nbgrader generate_assignment`` for every assignment (writes ``exercises/``)."""

@@ -39,7 +39,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -47,6 +46,9 @@ from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from autograder.procs import explain
+from autograder.procs import run as run_process  # (run, below, is the fuzzer's own)
 
 TIMEOUT = 20  # the course's Execute.timeout: what a `while True` cell costs each grader
 STUDENTS = ("right", "wrong", "partly", "crash")
@@ -976,11 +978,10 @@ def _env():
 def grade_ours(root, out, extra=()):
     """`autograder grade` from the course folder: ({(student, assignment, notebook, grade_id): (score, status)}, proc)."""
     autograder = str(Path(sys.executable).with_name("autograder"))
-    proc = subprocess.run(
+    proc = run_process(  # any exit status: compared and reported by the caller
         [autograder, "grade", "--out", str(out), "--quiet", *extra],
+        expect=None,
         cwd=root,
-        capture_output=True,
-        text=True,
         timeout=3600,
         env=_env(),
     )
@@ -1027,15 +1028,12 @@ def grade_stock(root, assignment, students=None):
         cmd,
     ):
         for _attempt in (1, 2):  # a kernel that fails to start on a loaded machine: once more
-            proc = subprocess.run(
-                step, cwd=root, capture_output=True, text=True, env=env, timeout=3600
-            )
+            proc = run_process(step, expect=None, cwd=root, env=env, timeout=3600)
             if proc.returncode == 0:
                 break
         else:
-            message = (
-                f"stock {' '.join(step[3:5])} {assignment} failed twice (exit {proc.returncode}):\n"
-                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            message = f"stock {' '.join(step[3:5])} {assignment} failed twice:\n" + explain(
+                proc, cwd=root
             )
             if step is not cmd:
                 raise RuntimeError(message)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import csv
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import nbgrader
 import pytest
+
+from autograder.procs import explain, run
 
 COURSES = Path(__file__).parent / "fixtures" / "courses"
 FIXTURE = COURSES / "stats101"
@@ -50,11 +51,11 @@ ENV = dict(
 
 
 def grade(cwd, *args):
-    return subprocess.run(
+    """``autograder grade`` from ``cwd``, any exit status: the callers check it."""
+    return run(
         [AUTOGRADER, "grade", *map(str, args), "--quiet"],
+        expect=None,
         cwd=cwd,
-        capture_output=True,
-        text=True,
         timeout=900,
         env=ENV,
     )
@@ -67,7 +68,7 @@ def rows(path):
 
 def stock_scores(course_root, assignment):
     """Real `nbgrader autograde` from the course's folder: {(student, notebook, grade_id): score}."""
-    subprocess.run(
+    run(
         [
             sys.executable,
             "-m",
@@ -78,15 +79,13 @@ def stock_scores(course_root, assignment):
             "--log-level=ERROR",
         ],
         cwd=course_root,
-        check=True,
-        capture_output=True,
+        timeout=None,
         env=ENV,
     )
-    subprocess.run(
+    run(
         [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"],
         cwd=course_root,
-        check=True,
-        capture_output=True,
+        timeout=None,
         env=ENV,
     )
     from nbgrader.api import Gradebook
@@ -143,7 +142,7 @@ def test_config_is_read_through_nbgrader():
 
 def test_third_party_course_gets_exactly_nbgrader_autograde_scores(stats101):
     proc = stats101["proc"]
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     assert "Warning" not in proc.stdout + proc.stderr, (
         proc.stdout + proc.stderr
     )  # no SAWarning, no other
@@ -173,7 +172,7 @@ def test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scor
     shutil.copytree(COURSES / name, stock)
     shutil.copytree(COURSES / name, ours)
     proc = grade(ours, "--out", ours / "out")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     got = rows(ours / "out" / "grades.csv")
     expected = stock_scores(stock, assignment)
     assert {
@@ -206,7 +205,7 @@ def test_user_guide_course_gets_nbgrader_published_totals(tmp_path):
     shutil.copytree(USER_GUIDE / "source", course / "source")
     shutil.copytree(USER_GUIDE / "submitted", course / "submitted")
     proc = grade(course, "--out", tmp_path / "out")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     assert "Warning" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     totals = {}
     for r in rows(tmp_path / "out" / "grades.csv"):
@@ -231,7 +230,7 @@ def test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel(tmp_path):
     stock = tmp_path / "stock"
     shutil.copytree(course, stock)
     proc = grade(course, "--out", tmp_path / "out")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     got = rows(tmp_path / "out" / "grades.csv")
     assert {r["status"] for r in got} == {"in-kernel"}
     assert {
@@ -261,7 +260,7 @@ def test_other_kernels_and_autotest_are_refused(tmp_path):
     nb.metadata["kernelspec"]["language"] = "R"
     nbformat.write(nb, path)
     proc = grade(course, "--out", tmp_path / "out")
-    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert proc.returncode == 4, explain(proc)
     assert "refusing to grade" in proc.stderr and "kernel language is 'r'" in proc.stderr
     assert "1 assignment(s) refused, not graded: hw1" in proc.stderr
     got = rows(tmp_path / "out" / "grades.csv")

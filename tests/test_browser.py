@@ -39,6 +39,7 @@ import pytest
 
 from autograder.course import graded_cells, owner
 from autograder.grading.intake.collect import read_source
+from autograder.procs import explain_log
 from autograder.selfcheck import is_selfcheck_cell
 from exercise_answers import filled_release, reference_answers
 
@@ -135,9 +136,10 @@ def lab(chromium, tmp_path_factory):
     log = work / "lab.log"
     args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
     start = time.perf_counter()
+    command = ["make", "--no-print-directory", "lab", f"LAB_ROOT={root}", f"LAB_ARGS={args}"]
     with open(log, "w") as out:  # exactly what a student runs, served from the copy
         proc = subprocess.Popen(
-            ["make", "--no-print-directory", "lab", f"LAB_ROOT={root}", f"LAB_ARGS={args}"],
+            command,
             cwd=REPO,
             env=env,
             stdout=out,
@@ -153,7 +155,9 @@ def lab(chromium, tmp_path_factory):
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
-                    pytest.fail(f"JupyterLab did not start:\n{log.read_text()[-3000:]}")
+                    pytest.fail(
+                        "JupyterLab did not start:\n" + explain_log(command, proc.poll(), log)
+                    )
                 time.sleep(0.5)
         TIMINGS["jupyterlab_start_s"] = round(time.perf_counter() - start, 1)
         yield base, token, root

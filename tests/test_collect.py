@@ -7,7 +7,6 @@ exit 1, nothing written from it) while the other zips of the call are imported.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder.course import EXERCISES, FIXTURE_SUBMISSIONS, TempCourse
+from autograder.procs import explain, run
 
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
 A = "01_relu_inplace"
@@ -22,10 +22,10 @@ NB = f"{A}.ipynb"
 
 
 def collect(course, *zips):
-    return subprocess.run(
+    """``autograder collect``, any exit status: the callers check it."""
+    return run(
         [AUTOGRADER, "collect", *map(str, zips), "--course", str(course.root)],
-        capture_output=True,
-        text=True,
+        expect=None,
         timeout=300,
     )
 
@@ -56,15 +56,12 @@ def notebook_bytes():
 
 def test_a_zip_from_autograder_submit_is_imported(course, tmp_path):
     z = tmp_path / "alice.zip"
-    proc = subprocess.run(
+    run(
         [AUTOGRADER, "submit", str(EXERCISES / A / NB), "--student", "alice", "--output", str(z)],
-        capture_output=True,
-        text=True,
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     proc = collect(course, z)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     assert (course.root / "submitted" / "alice" / A / NB).read_bytes() == (
         EXERCISES / A / NB
     ).read_bytes()
@@ -80,7 +77,7 @@ def test_zip_overwrites_other_student_is_refused_and_others_still_imported(cours
     )
     good = make_zip(tmp_path / "carol.zip", {f"submitted/carol/{A}/{NB}": notebook_bytes()})
     proc = collect(course, evil, good)
-    assert proc.returncode == 1
+    assert proc.returncode == 1, explain(proc)
     assert (
         "refused" in proc.stderr
         and "mallory.zip" in proc.stderr
@@ -137,7 +134,7 @@ def test_hostile_zip_is_refused_whole(course, tmp_path, entries, links, why):
     before = sorted(p.relative_to(course.root) for p in course.root.rglob("*"))
     z = make_zip(tmp_path / "eve.zip", entries, links)
     proc = collect(course, z)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 1, explain(proc)
     assert why in proc.stderr, proc.stderr
     assert sorted(p.relative_to(course.root) for p in course.root.rglob("*")) == before
 
@@ -146,4 +143,4 @@ def test_not_a_zip_is_refused(course, tmp_path):
     z = tmp_path / "x.zip"
     z.write_bytes(b"PK\x03\x04 not really")
     proc = collect(course, z)
-    assert proc.returncode == 1 and "not a readable zip" in proc.stderr
+    assert proc.returncode == 1 and "not a readable zip" in proc.stderr, explain(proc)

@@ -7,13 +7,13 @@ GPU. The measuring code runs on the CPU under the faked statistics, and its mode
 training and a no_grad step on the CPU, so a typo there shows up here.
 """
 
-import subprocess
 import sys
 from unittest import mock
 
 import pytest
 import torch
 
+from autograder.procs import run
 from gpu_fakes import SCRIPTS, MiB, fake_cuda, load
 
 SCRIPT = SCRIPTS / "cuda_relu_memory.py"
@@ -21,10 +21,7 @@ SCRIPT = SCRIPTS / "cuda_relu_memory.py"
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: it would measure")
 def test_without_cuda_one_line_and_status_0():
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
+    result = run([sys.executable, str(SCRIPT)], timeout=120)
     assert len(result.stdout.strip().splitlines()) == 1 and "CUDA" in result.stdout
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.procs import explain
 from test_any_course import grade, rows, stock_scores
 
 FIXTURE = Path(__file__).parent / "fixtures" / "courses" / "pyidioms"
@@ -36,7 +37,7 @@ def pyidioms(tmp_path_factory):
 
 def test_idioms_course_gets_exactly_nbgrader_autograde_scores(pyidioms):
     proc = pyidioms["proc"]
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     got = rows(pyidioms["ours"] / "out" / "grades.csv")
     assert {r["status"] for r in got} == {"ok"}, [r for r in got if r["status"] != "ok"]
     ours = {(r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got}

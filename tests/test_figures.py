@@ -21,6 +21,7 @@ from autograder.figures import (
     figure_differences,
     lesson_problems,
 )
+from autograder.procs import explain, run
 
 pytestmark = pytest.mark.slow  # every test runs notebooks in kernels
 
@@ -254,12 +255,11 @@ def test_figure_differences_names_what_changed():
 def test_every_lesson_is_checked_in_its_nbval_run(repo):
     """Each lesson's nbval run ends with its figure check (tests/nbval_figures.py), right after
     its last cell, and the start page (no figure) has none."""
-    import subprocess
     import sys
 
     from nbval_figures import LESSONS
 
-    proc = subprocess.run(
+    proc = run(
         [
             sys.executable,
             "-m",
@@ -271,13 +271,12 @@ def test_every_lesson_is_checked_in_its_nbval_run(repo):
             "tests/test_layers.py",  # (tests/conftest.py is what wires the check in)
             "course",
         ],
+        expect=None,  # the collected ids are what is checked
         cwd=repo,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     ids = [line for line in proc.stdout.splitlines() if line.startswith("course/")]
-    assert ids, proc.stdout + proc.stderr
+    assert ids, explain(proc)
     assert [i for i in ids if i.endswith("::figures")] == [
         f"course/{lesson.name}::figures" for lesson in LESSONS
     ]

@@ -11,7 +11,6 @@ solutions/ in this copy, no bubblewrap.
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from autograder.course import EXERCISES, FIXTURE_SUBMISSIONS, SOLUTIONS, assignments
 from autograder.fullcheck import NO_SOLUTIONS
 from autograder.grading.intake.collect import read_source
+from autograder.procs import explain, run
 from autograder.selfcheck import check
 from exercise_answers import filled_release, reference_answers
 
@@ -35,15 +35,9 @@ SOURCE = read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb")
 
 
 def autograder(*args, env=None, cwd=None):
-    result = subprocess.run(
-        [str(AUTOGRADER), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-        cwd=cwd,
-    )
-    assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
+    """``autograder ARGS``, any exit status: the callers check it."""
+    result = run([str(AUTOGRADER), *map(str, args)], expect=None, timeout=900, env=env, cwd=cwd)
+    assert "Traceback" not in result.stdout + result.stderr, explain(result)
     return result
 
 
@@ -70,7 +64,7 @@ def answered(tmp_path_factory):
 
 def test_a_wrong_answer_gets_fail_lines_with_the_checks_messages():
     result = autograder("check", "--hidden", WRONG)
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 1, explain(result)
     statuses = statuses_of(result.stdout)
     assert set(statuses) == {t.grade_id for t in SOURCE.tests}
     assert {k for k, v in statuses.items() if v != "PASS"} == {"test_modifies_in_place_data"}
@@ -85,7 +79,7 @@ def test_a_wrong_answer_gets_fail_lines_with_the_checks_messages():
 
 def test_the_reference_answers_get_full_marks(answered):
     result = autograder("check", "--hidden", answered)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 0, explain(result)
     assert set(statuses_of(result.stdout).values()) == {"PASS"}
     assert len(statuses_of(result.stdout)) == len(SOURCE.tests)
     assert f"score: {SOURCE.max_score:g} / {SOURCE.max_score:g}" in result.stdout
@@ -95,7 +89,7 @@ def test_the_reference_answers_get_full_marks(answered):
 
 def test_the_untouched_release_is_todo_everywhere():
     result = autograder("check", "--hidden", EXERCISES / EXERCISE / f"{EXERCISE}.ipynb")
-    assert result.returncode == 1
+    assert result.returncode == 1, explain(result)
     assert set(statuses_of(result.stdout).values()) == {"TODO"}
     assert f"score: 0 / {SOURCE.max_score:g}" in result.stdout
     assert "Not attempted yet: inplace_relu_is_safe, modifies_in_place" in result.stdout
@@ -113,7 +107,7 @@ def test_check_hidden_from_a_cell(answered, capsys, monkeypatch):
 def test_a_copy_without_solutions_says_so(tmp_path, capsys):
     (tmp_path / "exercises").mkdir()
     result = autograder("check", "--hidden", WRONG, "--course", tmp_path)
-    assert result.returncode == 2
+    assert result.returncode == 2, explain(result)
     assert result.stdout == ""
     assert result.stderr.strip() == f"autograder check --hidden: {NO_SOLUTIONS}"
     check(str(WRONG), hidden=True, course=tmp_path)
@@ -124,7 +118,7 @@ def test_without_bubblewrap_it_gives_the_install_command():
     env = dict(os.environ, PATH=str(BIN))  # the venv's commands, no bwrap
     assert shutil.which("bwrap", path=env["PATH"]) is None
     result = autograder("check", "--hidden", WRONG, env=env)
-    assert result.returncode == 2
+    assert result.returncode == 2, explain(result)
     assert "bubblewrap (the grading sandbox) is not installed" in result.stderr
     assert (
         "sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap\n"
@@ -135,7 +129,7 @@ def test_without_bubblewrap_it_gives_the_install_command():
 def test_plain_check_is_unchanged_by_the_full_check():
     """The visible tests alone pass this notebook: only the full check finds its mistake."""
     result = autograder("check", WRONG)
-    assert result.returncode == 0
+    assert result.returncode == 0, explain(result)
     assert "2 of 2 functions pass their visible tests" in result.stdout
     assert "run when graded" in result.stdout
     assert "score:" not in result.stdout
@@ -153,7 +147,7 @@ def progress_lines(text):
 
 def test_progress_of_the_committed_exercises_is_not_started():
     result = autograder("progress", EXERCISES)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, explain(result)
     rows = progress_lines(result.stdout)
     assert list(rows) == assignments()
     assert {status for status, _ in rows.values()} == {"not started"}
@@ -187,7 +181,7 @@ def test_progress_without_solutions_runs_the_visible_tests(tmp_path):
     shutil.copytree(EXERCISES, exercises)
     shutil.copy(WRONG, exercises / EXERCISE / f"{EXERCISE}.ipynb")
     result = autograder("progress", exercises, "--course", tmp_path)
-    assert result.returncode == 0
+    assert result.returncode == 0, explain(result)
     rows = progress_lines(result.stdout)
     assert rows[EXERCISE][0] == "visible tests pass" and rows[EXERCISE][1].startswith("? / ")
     assert f"note: no score: {NO_SOLUTIONS}" in result.stdout

@@ -8,26 +8,20 @@ error back (their weight moved); autocast's cast cache serves the old weight wit
 With a faked CUDA device, main() reports the CPU and then the CUDA device (index resolved).
 """
 
-import subprocess
 import sys
 from unittest import mock
 
 import torch
 import torch.nn as nn
 
+from autograder.procs import run
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 EXPECTED = SCRIPTS.parents[1] / "tests" / "fixtures" / "gpu" / "gpu_autocast_cpu.md"
 
 
 def test_cpu_output_is_the_recorded_one():
-    result = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gpu_autocast.py"), "--cpu-only"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run([sys.executable, str(SCRIPTS / "gpu_autocast.py"), "--cpu-only"], timeout=300)
     lines = result.stdout.splitlines(keepends=True)
     assert lines[0].startswith(f"torch {torch.__version__}, CPU, cuDNN ")
     assert "".join(lines[2:]) == EXPECTED.read_text()

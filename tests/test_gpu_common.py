@@ -4,12 +4,12 @@ The scripts measure the lessons' own models (course/relu_memory.py, imported, no
 on a GPU machine without matplotlib; a CUDA device name gets its index before set_device.
 """
 
-import subprocess
 import sys
 
 import pytest
 import torch
 
+from autograder.procs import run
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 COURSE = SCRIPTS.parent
@@ -34,10 +34,7 @@ import gpu_common
 model, inp = gpu_common.relu_memory.build("MLP", True)
 print(tuple(model(inp).shape))
 """
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
+    result = run([sys.executable, "-c", code], timeout=120)
     assert result.stdout.strip() == "(64, 256)"
 
 

@@ -15,6 +15,7 @@ from unittest import mock
 import pytest
 import torch
 
+from autograder.procs import run
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 CPU = torch.device("cpu")
@@ -22,13 +23,7 @@ CPU = torch.device("cpu")
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: it would measure")
 def test_without_cuda_one_line_and_status_0():
-    result = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gpu_reserved.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run([sys.executable, str(SCRIPTS / "gpu_reserved.py")], timeout=120)
     assert len(result.stdout.strip().splitlines()) == 1 and "CUDA" in result.stdout
 
 

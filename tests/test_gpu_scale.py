@@ -5,21 +5,18 @@ training and a no_grad step on the CPU; main() runs end to end on the CPU under 
 device (tests/gpu_fakes.py), the measurement redirected to the CPU.
 """
 
-import subprocess
 import sys
 
 import pytest
 import torch
 
+from autograder.procs import run
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: it would measure")
 def test_without_cuda_one_line_and_status_0():
-    result = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gpu_scale.py")], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
+    result = run([sys.executable, str(SCRIPTS / "gpu_scale.py")], timeout=120)
     assert len(result.stdout.strip().splitlines()) == 1 and "CUDA" in result.stdout
 
 

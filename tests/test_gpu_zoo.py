@@ -6,7 +6,6 @@ comparison, table row) runs on the CPU under faked CUDA statistics with small st
 and main() runs end to end with a stand-in for torchvision.models.
 """
 
-import subprocess
 import sys
 import types
 
@@ -14,6 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from autograder.procs import run
 from gpu_fakes import SCRIPTS, fake_cuda, load
 
 
@@ -34,10 +34,7 @@ def tiny(num_classes=1000):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: it would measure")
 def test_without_cuda_one_line_and_status_0():
-    result = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gpu_zoo.py")], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
+    result = run([sys.executable, str(SCRIPTS / "gpu_zoo.py")], timeout=120)
     assert len(result.stdout.strip().splitlines()) == 1 and "CUDA" in result.stdout
 
 

@@ -18,7 +18,6 @@ import fnmatch
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from autograder.course import (
     reference_submissions,
 )
 from autograder.grading.intake.collect import read_source
+from autograder.procs import explain, run
 
 GRADING = Path(__file__).parent / "fixtures" / "grading"
 EXERCISE = "01_relu_inplace"  # the hostile fixtures are built on exercise 1
@@ -70,14 +70,10 @@ pytestmark = pytest.mark.usefixtures(
 
 
 def grade(*args, timeout=1200, env=None):
-    proc = subprocess.run(
-        [AUTOGRADER, "grade", *map(str, args), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
+    """``autograder grade``, any exit status: the callers check it."""
+    return run(
+        [AUTOGRADER, "grade", *map(str, args), "--quiet"], expect=None, timeout=timeout, env=env
     )
-    return proc
 
 
 def read_csv(path):
@@ -146,7 +142,7 @@ def hostile(tmp_path_factory):
 
 def test_hostile_run_succeeds(hostile):
     proc = hostile["proc"]
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     assert "test cells by status:" in proc.stdout
 
 
@@ -429,7 +425,7 @@ def test_wall_limit_stops_a_notebook(tmp_path):
         "4",
         "--no-gradebook",
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     rows = read_csv(tmp_path / "out" / "grades.csv")
     before = [r for r in rows if r["grade_id"].startswith("test_modifies_in_place")]
     after = [r for r in rows if r["grade_id"].startswith("test_inplace_relu_is_safe")]
@@ -470,7 +466,7 @@ def test_nothing_survives_a_submission(tmp_path):
     nbformat.write(check, tmp_path / "check.ipynb")
     submit(submitted, "4-check", EXERCISE, tmp_path / "check.ipynb")
     proc = grade(submitted, "--out", tmp_path / "out", "--course", course.root, "--jobs", "1")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     out = autograded_outputs(course.root, "4-check")
     assert (
         "check: processes [] scratch [] tmp ['home', 'out', 'work'] shm [] dev-leftover False"
@@ -513,7 +509,7 @@ def test_nothing_of_a_submission_reaches_the_next_and_honest_idioms_pass(
     each submission has an IPC namespace of its own; big-global, big-debug-print,
     data-file-beside-notebook, torch-compile-helper: honest work is never failed by a limit
     (stock scores, ok)."""
-    assert sequence["proc"].returncode == 0, sequence["proc"].stdout + sequence["proc"].stderr
+    assert sequence["proc"].returncode == 0, explain(sequence["proc"])
     for student in sequence["students"][case]:
         check_case(case, sequence["rows"], sequence["course"], stock_grades, student=student)
 
@@ -523,13 +519,13 @@ def test_no_sandbox_no_grading(tmp_path):
     (tmp_path / "submitted").mkdir()
     env = dict(os.environ, PATH=str(tmp_path))
     proc = grade(tmp_path / "submitted", "--out", tmp_path / "out", env=env)
-    assert proc.returncode == 2
+    assert proc.returncode == 2, explain(proc)
     assert "bubblewrap" in proc.stderr and "--no-sandbox" in proc.stderr
 
 
 def test_missing_submissions_folder_is_a_clear_error(tmp_path):
     proc = grade(tmp_path / "nowhere", "--out", tmp_path / "out")
-    assert proc.returncode == 2
+    assert proc.returncode == 2, explain(proc)
     assert "no submissions folder" in proc.stderr
 
 
@@ -547,11 +543,12 @@ def honest(tmp_path_factory):
             course.submit(student, a, path, nb)
     out = root / "out"
     proc = grade(course.root / "submitted", "--out", out, "--course", course.root, "--jobs", "2")
+    assert (out / "grades.csv").exists(), explain(proc)
     return {"proc": proc, "out": out, "course": course, "rows": read_csv(out / "grades.csv")}
 
 
 def test_honest_submissions_get_exactly_stock_nbgrader_scores(honest, stock_grades):
-    assert honest["proc"].returncode == 0, honest["proc"].stdout + honest["proc"].stderr
+    assert honest["proc"].returncode == 0, explain(honest["proc"])
     ours = {
         (r["assignment"], r["student"], r["notebook"], r["grade_id"]): (
             float(r["score"]),
@@ -623,7 +620,7 @@ def test_dask_scheduler_gives_the_same_csv(honest, tmp_path):
             assignment,
             "--no-gradebook",
         )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     assert "Dask cluster" in proc.stdout
     local = (honest["out"] / "grades.csv").read_text().splitlines(keepends=True)
     ours = (tmp_path / "out" / "grades.csv").read_text().splitlines(keepends=True)

@@ -12,21 +12,26 @@ from __future__ import annotations
 import subprocess
 
 from autograder.grading.host.sandbox import python_command
+from autograder.procs import explain_log
 from autograder.wire.frames import read_frame, write_frame
 
 
-def test_child_frame_always_precedes_ready():
-    proc = subprocess.Popen(
-        python_command("host.judge"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+def test_child_frame_always_precedes_ready(tmp_path):
+    command, log = python_command("host.judge"), tmp_path / "judge.log"
+    with open(log, "wb") as stderr:  # the judge's stderr: shown if it does not start or end well
+        proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
+        )
     to_judge, from_judge = proc.stdin.fileno(), proc.stdout.fileno()
     try:
-        write_frame(to_judge, {"preload": []})
-        first, _ = read_frame(from_judge, timeout=120)
-        assert first.get("ready") is True
+        try:
+            write_frame(to_judge, {"preload": []})
+            first, _ = read_frame(from_judge, timeout=120)
+        except (EOFError, RuntimeError, OSError) as exc:  # closed, Timeout, ProtocolError, pipe
+            raise AssertionError(
+                f"the judge did not start ({exc!r})\n" + explain_log(command, proc.poll(), log)
+            ) from exc
+        assert first.get("ready") is True, explain_log(command, proc.poll(), log)
         for _ in range(60):
             write_frame(to_judge, {"op": "begin", "tests": []})
             order = [read_frame(from_judge, timeout=60)[0].get("ev") for _ in range(2)]
@@ -34,7 +39,7 @@ def test_child_frame_always_precedes_ready():
             write_frame(to_judge, {"op": "end"})
             assert read_frame(from_judge, timeout=60)[0].get("ev") == "child-exit"
         write_frame(to_judge, {"op": "quit"})
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=60) == 0, explain_log(command, proc.returncode, log)
     finally:
         if proc.poll() is None:
             proc.kill()

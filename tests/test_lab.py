@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder.procs import explain_log
+
 pytestmark = pytest.mark.slow  # starts JupyterLab
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,9 +35,10 @@ def lab(tmp_path_factory):
     log = tmp_path_factory.mktemp("lab") / "lab.log"
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(log.parent / "runtime"))
     args = f"--no-browser --port {port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
+    command = ["make", "--no-print-directory", "lab", f"LAB_ARGS={args}"]
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            ["make", "--no-print-directory", "lab", f"LAB_ARGS={args}"],
+            command,
             cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -51,7 +54,9 @@ def lab(tmp_path_factory):
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
-                    pytest.fail(f"JupyterLab did not start:\n{log.read_text()[-3000:]}")
+                    pytest.fail(
+                        "JupyterLab did not start:\n" + explain_log(command, proc.poll(), log)
+                    )
                 time.sleep(0.5)
         yield base, token
     finally:

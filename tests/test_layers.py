@@ -23,6 +23,7 @@ LAYERS = [
     ("autograder.wire", 0),  # frames, bounded JSON, the observation codec
     ("autograder.messages", 0),  # the failure message format
     ("autograder.course", 0),  # where the course's folders are, nbgrader cell metadata
+    ("autograder.procs", 0),  # running a command so that its failure explains itself
     ("autograder.remote", 1),  # calls into student code: client, server, restricted pickler
     ("autograder.checks", 2),  # what test cells import
     ("autograder.probes", 2),  # what test cells hand to student code

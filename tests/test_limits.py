@@ -23,7 +23,6 @@ import csv
 import json
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ import pytest
 from autograder.grading.command import GradeRun
 from autograder.grading.results.report import Row
 from autograder.grading.status import Status
+from autograder.procs import explain, run
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 GRADING = Path(__file__).parent / "fixtures" / "grading"
@@ -46,16 +46,16 @@ BROKEN = "test_modifies_in_place_views"  # the source test cell given an Indenta
 
 def grade(*args, ignore_sigint=False, env=None):
     """``autograder grade ARGS --quiet``; ``ignore_sigint``: started as a shell starts a command in
-    the background (SIGINT ignored, inherited by everything it starts)."""
+    the background (SIGINT ignored, inherited by everything it starts). Any exit status: the
+    callers check it."""
     import os
 
     def background():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    return subprocess.run(
+    return run(
         [AUTOGRADER, "grade", *map(str, args), "--quiet"],
-        capture_output=True,
-        text=True,
+        expect=None,
         timeout=900,
         preexec_fn=background if ignore_sigint else None,
         env=dict(os.environ, **(env or {})),
@@ -194,6 +194,7 @@ def ex1_run(tmp_path_factory, needs_bubblewrap):
     shm = Sampler()
     proc = grade(root / "submitted", "--out", root / "out", "--course", course.root, "--jobs", "1")
     shm.stop()
+    assert (root / "out" / "grades.csv").exists(), explain(proc)
     return {
         "proc": proc,
         "rows": read_csv(root / "out" / "grades.csv"),
@@ -216,7 +217,7 @@ def test_a_test_cell_that_does_not_compile_is_graded_as_stock_grades_it(ex1_run)
     """Item 11: stock nbgrader runs the cell, it raises IndentationError, every student scores 0
     there and the rest as usual; the grader says so, with the real cause, and grades."""
     proc = ex1_run["proc"]
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     assert "not plain Python" not in proc.stdout + proc.stderr
     calibration = (ex1_run["out"] / "calibration.txt").read_text()
     assert f"{BROKEN}: the test cell does not compile (IndentationError: unexpected indent" in (
@@ -328,6 +329,7 @@ def loop_first(tmp_path_factory, needs_bubblewrap):
         "--no-gradebook",
         ignore_sigint=True,
     )
+    assert (root / "out" / "grades.csv").exists(), explain(proc)
     return {
         "proc": proc,
         "rows": read_csv(root / "out" / "grades.csv"),
@@ -340,7 +342,7 @@ def test_a_looping_first_cell_in_one_kernel_is_interrupted_and_the_notebook_goes
     answer never got defined), the two after it pass. Deterministic: the zygote sets its own
     SIGINT handler (the grader's parent had SIGINT ignored)."""
     proc = loop_first["proc"]
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     got = {(r["student"], r["grade_id"]): (r["score"], r["status"]) for r in loop_first["rows"]}
     assert got == {
         ("right", "u0_t1"): ("1", "in-kernel"),
@@ -418,7 +420,7 @@ def test_a_second_run_takes_calibration_from_the_cache(ex1_run, tmp_path):
         "1",
         "--no-gradebook",
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, explain(proc)
     calibration = (tmp_path / "out" / "calibration.txt").read_text()
     assert "from the cache in " in calibration and f": {EXERCISE})" in calibration, calibration
     assert (
@@ -484,6 +486,7 @@ def busy(tmp_path_factory, needs_bubblewrap):
         "2",
         env={"AUTOGRADER_LOAD": str(16 * (os.cpu_count() or 1))},
     )
+    assert (root / "out" / "grades.csv").exists(), explain(proc)
     return {"proc": proc, "rows": read_csv(root / "out" / "grades.csv"), "course": course}
 
 
@@ -493,7 +496,7 @@ def test_honest_slow_starts_pass_on_a_busy_machine(busy):
     where the work takes a third of the time). On a quiet one the same cell is interrupted at 2 s
     (the test above). (A torch.compile'd helper is the same class; its compile time depends on
     the machine, so it is not timed here: the README's figures.)"""
-    assert busy["proc"].returncode == 0, busy["proc"].stdout + busy["proc"].stderr
+    assert busy["proc"].returncode == 0, explain(busy["proc"])
     rows = [r for r in busy["rows"] if r["student"] == "slow-first-call"]
     assert len(rows) == 15 and {(r["score"], r["status"]) for r in rows} == {("1", "ok")}, rows
     assert EXPECTED["slow-first-call"]["output"] in _outputs(busy["course"].root, "slow-first-call")

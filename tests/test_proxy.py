@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from autograder import remote
+from autograder.procs import run
 
 STUDENT = """
 import numpy as np
@@ -177,14 +178,9 @@ def test_test_defined_code_never_crosses():
 
 
 def _judge_run(code, cwd):
-    import subprocess
     import sys
 
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    return run([sys.executable, "-c", code], cwd=cwd, timeout=120).stdout
 
 
 def test_student_module_names_import_nothing(tmp_path):

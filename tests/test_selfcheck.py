@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import nbformat
 import pytest
 
 from autograder.course import EXERCISES, SOLUTIONS, assignments, graded_cells, notebooks
+from autograder.procs import explain, run
 from autograder.selfcheck import check, is_selfcheck_cell
 from exercise_answers import filled_release, reference_answers
 
@@ -30,10 +30,11 @@ STATUS_LINE = re.compile(r"^(PASS|FAIL|TODO|NOTE)\s+(\w+): ", re.M)
 
 def run_check(path, *extra, cwd=None):
     command = [str(AUTOGRADER)] if AUTOGRADER.exists() else [sys.executable, "-m", "autograder.cli"]
-    result = subprocess.run(
-        [*command, "check", str(path), *extra], capture_output=True, text=True, cwd=cwd, timeout=900
+    # any exit status: the callers check it
+    result = run([*command, "check", str(path), *extra], expect=None, cwd=cwd, timeout=900)
+    assert "Traceback" not in result.stdout + result.stderr, (
+        "the report must not show tracebacks\n" + explain(result)
     )
-    assert "Traceback" not in result.stdout + result.stderr, "the report must not show tracebacks"
     assert "\x1b[" not in result.stdout, "no terminal colour codes in the report"
     return result
 
@@ -57,7 +58,7 @@ def test_untouched_release_is_not_attempted(assignment, notebook):
     names, _ = graded_cells(
         nbformat.read(EXERCISES / assignment / f"{notebook}.ipynb", as_version=4)
     )
-    assert result.returncode == 1
+    assert result.returncode == 1, explain(result)
     assert statuses(result.stdout) == {name: "TODO" for name in names}
     assert result.stdout.count("not attempted yet (it still raises NotImplementedError)") == len(
         names
@@ -74,7 +75,7 @@ def test_reference_answers_pass(tmp_path, assignment, notebook):
     )
     result = run_check(path)
     names, tests = graded_cells(nbformat.read(path, as_version=4))
-    assert result.returncode == 0, result.stdout
+    assert result.returncode == 0, explain(result)
     assert statuses(result.stdout) == {name: "PASS" for name in names}
     hidden = sum(
         int(n) for n in re.findall(r"hidden tests \((\d+) cells?\) run when graded", result.stdout)
@@ -99,7 +100,7 @@ def test_hidden_tests_of_a_source_notebook_are_not_run(tmp_path, assignment, not
     path = tmp_path / f"{notebook}.ipynb"
     nbformat.write(nb, path)
     result = run_check(path)
-    assert result.returncode == 0, result.stdout
+    assert result.returncode == 0, explain(result)
     assert "a hidden test ran" not in result.stdout
     assert set(statuses(result.stdout).values()) == {"PASS"}
 
@@ -112,7 +113,9 @@ def test_fixture_case(assignment, case, expected):
     assert statuses(result.stdout) == expected["status"], result.stdout
     for text in expected["says"]:
         assert text in result.stdout, f"{text!r} missing from:\n{result.stdout}"
-    assert result.returncode == (0 if set(expected["status"].values()) <= {"PASS"} else 1)
+    assert result.returncode == (0 if set(expected["status"].values()) <= {"PASS"} else 1), explain(
+        result
+    )
 
 
 def test_bad_input_gets_a_clear_error(tmp_path):
@@ -131,7 +134,7 @@ def test_bad_input_gets_a_clear_error(tmp_path):
     }
     for path, message in cases.items():
         result = run_check(path)
-        assert result.returncode == 2, (path, result.stdout, result.stderr)
+        assert result.returncode == 2, explain(result)
         assert message in result.stderr, result.stderr
         assert result.stdout == ""
 

@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -29,6 +28,7 @@ import pytest
 
 from autograder.course import EXERCISES, FIXTURE_SUBMISSIONS, SOLUTIONS, fixture_cases
 from autograder.grading.serve.harness import ServeCourse
+from autograder.procs import run
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_bubblewrap")]
 
@@ -178,14 +178,11 @@ def test_real_submit_is_graded_and_fetch_feedback_gets_it(served):
     # "not implemented yet" and no guessed cause (issue 29)
     assert "not implemented yet" in bob and "likely cause" not in bob
     # and in a terminal: autograder feedback (nbgrader fetch_feedback, the newest page as text)
-    proc = subprocess.run(
+    proc = run(
         [str(Path(sys.executable).with_name("autograder")), "feedback", A, "--student=alice"],
         cwd=served.home("alice"),
-        capture_output=True,
-        text=True,
         timeout=120,
     )
-    assert proc.returncode == 0, proc.stderr
     assert "hidden tests: 13 of 13 passed" in proc.stdout and "<" not in proc.stdout
 
 

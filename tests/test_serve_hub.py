@@ -32,6 +32,7 @@ import pytest
 
 from autograder.course import SOLUTIONS
 from autograder.grading.serve.harness import ServeCourse
+from autograder.procs import explain_log, run
 from test_browser import ARTIFACTS, CHROMIUM_ARGS, _chromium, _write_settings, menu
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_bubblewrap")]
@@ -56,10 +57,8 @@ def configurable_http_proxy() -> str:
     if not chp.exists():
         if not shutil.which("npm"):
             pytest.fail("npm is needed to install configurable-http-proxy (apt-get install npm)")
-        subprocess.run(
+        run(
             ["npm", "install", "--prefix", str(prefix), f"configurable-http-proxy@{CHP_VERSION}"],
-            check=True,
-            capture_output=True,
             timeout=600,
         )
     return str(chp)
@@ -121,12 +120,13 @@ c.JupyterHub.load_roles = [
         + extra
     )
     log = open(root / "hub.log", "wb")
+    hub_command = [
+        str(Path(sys.executable).with_name("jupyterhub")),
+        "-f",
+        str(root / "jupyterhub_config.py"),
+    ]
     proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("jupyterhub")),
-            "-f",
-            str(root / "jupyterhub_config.py"),
-        ],
+        hub_command,
         cwd=root,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -136,8 +136,11 @@ c.JupyterHub.load_roles = [
     deadline = time.monotonic() + 600
     while "] serving " not in (root / "hub.log").read_text(errors="replace"):
         if proc.poll() is not None or time.monotonic() > deadline:
+            ended = proc.poll()  # before stop_hub: how it ended by itself, or still running
             stop_hub(proc)
-            raise RuntimeError((root / "hub.log").read_text()[-4000:])
+            raise RuntimeError(
+                "JupyterHub did not start:\n" + explain_log(hub_command, ended, root / "hub.log")
+            )
         time.sleep(0.3)
     return proc, f"http://127.0.0.1:{hub_port}", admin
 

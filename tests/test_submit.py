@@ -12,7 +12,6 @@ import datetime
 import getpass
 import os
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -21,6 +20,7 @@ import nbformat
 import pytest
 
 from autograder.course import EXERCISES, TempCourse, assignments, graded_cells, notebooks
+from autograder.procs import explain, run
 from autograder.selfcheck import is_selfcheck_cell
 from exercise_answers import filled_release, reference_answers
 
@@ -31,10 +31,9 @@ NOTEBOOK = notebooks(ASSIGNMENT)[0]
 
 def run_submit(*args, cwd):
     command = [str(AUTOGRADER)] if AUTOGRADER.exists() else [sys.executable, "-m", "autograder.cli"]
-    result = subprocess.run(
-        [*command, "submit", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300
-    )
-    assert "Traceback" not in result.stdout + result.stderr
+    # any exit status: the callers check it
+    result = run([*command, "submit", *map(str, args)], expect=None, cwd=cwd, timeout=300)
+    assert "Traceback" not in result.stdout + result.stderr, explain(result)
     return result
 
 
@@ -51,7 +50,7 @@ def answered(tmp_path):
 
 def test_zip_has_the_nbgrader_submitted_layout(tmp_path, answered):
     result = run_submit(answered, "--student", "alice", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, explain(result)
     archive = tmp_path / "submissions" / f"alice-{ASSIGNMENT}.zip"
     assert f"Wrote submissions/alice-{ASSIGNMENT}.zip" in result.stdout
     with zipfile.ZipFile(archive) as zf:
@@ -69,7 +68,7 @@ def test_blank_notebook_is_submitted_with_a_note(tmp_path):
     result = run_submit(
         EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb", "--student", "bob", cwd=tmp_path
     )
-    assert result.returncode == 0
+    assert result.returncode == 0, explain(result)
     names, _ = graded_cells(
         nbformat.read(EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
     )
@@ -82,7 +81,8 @@ def test_blank_notebook_is_submitted_with_a_note(tmp_path):
 @pytest.mark.slow  # nbgrader autograde
 def test_unzipped_submission_is_graded_by_nbgrader(tmp_path, answered):
     out = tmp_path / "alice.zip"
-    assert run_submit(answered, "--student", "alice", "--output", out, cwd=tmp_path).returncode == 0
+    result = run_submit(answered, "--student", "alice", "--output", out, cwd=tmp_path)
+    assert result.returncode == 0, explain(result)
     course = TempCourse(tmp_path / "course", [ASSIGNMENT])
     course.generate()
     with zipfile.ZipFile(out) as zf:  # what the instructor does: unzip at the course root
@@ -144,7 +144,7 @@ def test_bad_input_gets_a_clear_error_and_writes_nothing(tmp_path, answered):
     ]
     for args, message in cases:
         result = run_submit(*args, cwd=tmp_path)
-        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert result.returncode == 2, explain(result)
         assert message in result.stderr, result.stderr
         assert result.stdout == ""
     assert earlier.read_bytes() == b"an earlier submission", (
@@ -155,7 +155,7 @@ def test_bad_input_gets_a_clear_error_and_writes_nothing(tmp_path, answered):
 
 def test_missing_student_id_is_a_usage_error(tmp_path, answered):
     result = run_submit(answered, cwd=tmp_path)
-    assert result.returncode == 2 and "--student" in result.stderr
+    assert result.returncode == 2 and "--student" in result.stderr, explain(result)
 
 
 def _student_nbgrader(cwd, *args):
@@ -163,16 +163,7 @@ def _student_nbgrader(cwd, *args):
         os.environ,
         PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, f"nbgrader {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
-    return result
+    return run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, timeout=600)
 
 
 @pytest.mark.slow  # nbgrader release, fetch, submit, collect, autograde

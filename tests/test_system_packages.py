@@ -9,10 +9,11 @@ what it was asked and "installs" the commands), so nothing is installed for real
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from autograder.procs import explain, run
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "system-packages.sh"
@@ -52,15 +53,9 @@ def fake_path(tmp_path, uid=1000, sudo=False, apt=False):
     return env
 
 
-def run(env, *args, command=None):
-    return subprocess.run(
-        command or ["bash", str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=60,
-    )
+def run_script(env, *args, command=None):
+    """The script (or ``command``) on the fake PATH, any exit status: the callers check it."""
+    return run(command or ["bash", str(SCRIPT), *args], expect=None, env=env, cwd=REPO, timeout=60)
 
 
 def log(env):
@@ -78,8 +73,8 @@ def test_the_list_names_bubblewrap_chromium_and_npm():
 
 def test_without_root_or_sudo_it_stops_with_the_exact_command(tmp_path):
     env = fake_path(tmp_path)
-    result = run(env)
-    assert result.returncode == 1
+    result = run_script(env)
+    assert result.returncode == 1, explain(result)
     assert (
         "    sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap chromium npm\n"
         in result.stderr
@@ -91,8 +86,8 @@ def test_without_root_or_sudo_it_stops_with_the_exact_command(tmp_path):
 
 def test_make_test_stops_at_once_with_the_command(tmp_path):
     env = fake_path(tmp_path)
-    result = run(env, command=["make", "--no-print-directory", "-C", str(REPO), "test"])
-    assert result.returncode != 0
+    result = run_script(env, command=["make", "--no-print-directory", "-C", str(REPO), "test"])
+    assert result.returncode != 0, explain(result)
     assert (
         "sudo apt-get install -y --no-install-recommends bubblewrap chromium npm" in result.stderr
     )
@@ -101,8 +96,8 @@ def test_make_test_stops_at_once_with_the_command(tmp_path):
 
 def test_make_lab_says_what_needs_bubblewrap_and_goes_on(tmp_path):
     env = fake_path(tmp_path)
-    result = run(env, "lab", "--warn")
-    assert result.returncode == 0
+    result = run_script(env, "lab", "--warn")
+    assert result.returncode == 0, explain(result)
     assert "sudo apt-get install -y --no-install-recommends bubblewrap\n" in result.stderr
     assert "chromium" not in result.stderr
 
@@ -110,8 +105,8 @@ def test_make_lab_says_what_needs_bubblewrap_and_goes_on(tmp_path):
 @pytest.mark.parametrize("as_root", [True, False], ids=["root", "passwordless-sudo"])
 def test_it_installs_when_it_can(tmp_path, as_root):
     env = fake_path(tmp_path, uid=0 if as_root else 1000, sudo=not as_root, apt=True)
-    result = run(env)
-    assert result.returncode == 0, result.stderr
+    result = run_script(env)
+    assert result.returncode == 0, explain(result)
     apt = [
         line for line in log(env) if line.startswith("apt-get ")
     ]  # what apt-get itself was asked
@@ -129,7 +124,8 @@ def test_it_installs_when_it_can(tmp_path, as_root):
             "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap chromium npm -qq",
         ]
     )
-    assert run(env).stdout == ""  # present now: nothing to do
+    again = run_script(env)
+    assert again.stdout == "", explain(again)  # present now: nothing to do
 
 
 def test_makefile_ci_and_workflow_use_the_one_list():

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from autograder.course import (
     fixture_cases,
     notebooks,
 )
+from autograder.procs import explain, run
 
 
 def pool():
@@ -106,10 +106,10 @@ def main(argv=None) -> int:
         import re
 
         start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        proc = run(cmd, expect=None, env=env, timeout=None)
         seconds = time.perf_counter() - start
         if proc.returncode != 0:
-            print(proc.stdout + proc.stderr, file=sys.stderr)
+            print(explain(proc), file=sys.stderr)
             raise SystemExit(1)
         split = re.search(
             r"start-up [0-9.]+ s, then [0-9.]+ s grading: [0-9.]+ s per notebook", proc.stdout

@@ -22,11 +22,12 @@ import math
 import os
 import random
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from autograder.procs import explain, run
 
 # (assignment, number of test cells) of this course
 COURSE = [
@@ -152,16 +153,16 @@ def main(argv=None) -> int:
         lines = sum(1 for _ in open(out / "results.jsonl"))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        proc = subprocess.run(
+        proc = run(
             [str(Path(sys.executable).with_name("autograder")), "report", str(out)],
-            capture_output=True,
-            text=True,
+            expect=None,
+            timeout=None,
         )
         cold = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cold_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if proc.returncode:
-            print(proc.stdout + proc.stderr, file=sys.stderr)
+            print(explain(proc), file=sys.stderr)
             return 1
         from autograder.grading.results import report
         from autograder.grading.results.class_report import write_report

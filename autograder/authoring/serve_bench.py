@@ -27,13 +27,13 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from autograder.course import REPO, assignments
+from autograder.procs import explain, run
 
 
 def _pct(values, q):
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
 
 def _same_scores(sc) -> dict:
     grade_out = sc.root / "grade-out"
-    subprocess.run(
+    proc = run(
         [
             str(Path(sys.executable).with_name("autograder")),
             "grade",
@@ -173,9 +173,11 @@ def _same_scores(sc) -> dict:
             "--no-gradebook",
             "--quiet",
         ],
-        check=False,
-        capture_output=True,
+        expect=None,  # what it graded is compared below; a failure is said, not raised
+        timeout=None,
     )
+    if proc.returncode != 0:
+        print(explain(proc, what="autograder grade (the scores to compare)"), file=sys.stderr)
 
     def read(path):
         with open(path) as fh:
