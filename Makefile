@@ -28,7 +28,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/00_start_here.ipynb
 LAB_ROOT ?= $(CURDIR)
 
-.PHONY: bench-report bench-serve fuzz lab test test-fast lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
+.PHONY: bench-report bench-serve fuzz lab test test-fast test-under-load lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
@@ -36,6 +36,7 @@ help:
 	@echo "make test-fast - ruff, mypy and the unit tests (-m '$(FAST_MARKERS)'), in under 2 minutes"
 	@echo "make lint     - ruff check, and ruff format --check of the files already formatted"
 	@echo "make typecheck- mypy on the packages named in pyproject.toml [tool.mypy]"
+	@echo "make test-under-load - make test on a fresh clone of HEAD with 2 CPU burners per core (UNDER_LOAD_ARGS=--runs 3)"
 	@echo "make test-browser - the student's path in a real browser (Debian chromium), screenshots in artifacts/browser/"
 	@echo "make nbval    - strict nbval of course/ and solutions/ only"
 	@echo "make notebooks- re-execute course/ and solutions/ notebooks, then regenerate exercises/"
@@ -67,6 +68,12 @@ lab: system-packages-lab $(STAMP)
 # changed (tests/stock_memo.py); AUTOGRADER_STOCK_MEMO=0 make test runs nbgrader on all of them.
 test: system-packages-test $(STAMP)
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# `make test` as CI runs it, on a busy machine: a fresh clone of HEAD, CPU burners holding the load
+# average at twice the core count or more (tests/under_load.py; logs in artifacts/under-load/).
+UNDER_LOAD_ARGS ?= --runs 1
+test-under-load:
+	$(PYTHON) -m tests.under_load $(UNDER_LOAD_ARGS)
 
 # The unit tests: tests/ without the markers below (pyproject.toml registers them; tests/conftest.py
 # says which tests carry them), so no grading sandbox, no browser, no notebook run by nbval.
