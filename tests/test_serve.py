@@ -296,6 +296,38 @@ def test_no_test_source_where_a_student_can_read(served):
     assert sorted(p.name for p in course.iterdir()) == ["feedback", "inbound", "outbound"]
 
 
+def test_the_exchange_keeps_nbgraders_modes_and_out_is_the_instructors(served):
+    """Issue 37 item 1: feedback/ as nbgrader's release_feedback makes it (0711: a student opens
+    the page whose name they know, never lists the folder), each page 0644, the service's --out
+    0700; the inbound and course folders as release_assignment made them."""
+    import stat
+
+    course = served.exchange / "autograd-inplace"
+    feedback = course / "feedback"
+    assert stat.S_IMODE(feedback.stat().st_mode) == 0o711
+    pages = list(feedback.iterdir())
+    assert pages and {stat.S_IMODE(p.stat().st_mode) for p in pages} == {0o644}
+    assert not [p for p in pages if p.name.startswith(".")]  # no temporary file left
+    assert stat.S_IMODE((course / "inbound").stat().st_mode) == 0o2733
+    assert stat.S_IMODE(course.stat().st_mode) == 0o755
+    assert stat.S_IMODE(served.out.stat().st_mode) == 0o700
+
+
+def test_serve_refuses_an_exchange_wider_than_nbgraders(tmp_path):
+    """A feedback folder others may list (0755, as serve made it before issue 37): serve does not
+    start, and says which folder and the chmod that fixes it; with the fix it starts."""
+    sc = ServeCourse(tmp_path, [A], serve_args=["--jobs", "1"])
+    feedback = sc.exchange / "autograd-inplace" / "feedback"
+    feedback.mkdir()
+    os.chmod(feedback, 0o755)
+    with pytest.raises(RuntimeError) as info:
+        sc.start(timeout=120)
+    assert "exited 2" in str(info.value)
+    assert f"{feedback} has mode 755: its group and others may list" in str(info.value)
+    assert f"(fix: chmod 711 {feedback})" in str(info.value)
+    assert not (sc.out / "ledger.sqlite").exists()  # refused before anything was made
+
+
 def test_attempts_csv_and_status_endpoint(served):
     with open(served.out / "attempts.csv") as fh:
         rows = list(csv.DictReader(fh))

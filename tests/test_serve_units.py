@@ -113,12 +113,84 @@ def test_take_refuses_the_whole_submission(tmp_path, kind):
     assert not (tmp_path / "dest").exists()
 
 
-def test_release_is_where_fetch_feedback_looks(tmp_path):
+def test_release_is_where_fetch_feedback_looks(tmp_path, monkeypatch):
     from nbgrader.utils import notebook_hash
 
+    seen = []  # the temporary file's mode while the page is written into it
+    chmod = os.chmod
+    monkeypatch.setattr(
+        exchange.os, "chmod", lambda p, m: (seen.append(os.stat(p).st_mode & 0o777), chmod(p, m))
+    )
     out = exchange.release(tmp_path / "feedback", "ab" * 32, "A", "<p>hi</p>")
     assert out.name == notebook_hash(secret="ab" * 32, notebook_id="A") + ".html"
     assert oct(out.stat().st_mode & 0o777) == "0o644"
+    # a missing feedback folder is made as nbgrader's release_feedback makes it: 0711
+    assert oct((tmp_path / "feedback").stat().st_mode & 0o7777) == "0o711"
+    assert seen[-1] & 0o077 == 0  # others never read a half-written page
+
+
+def _nbgrader_course(tmp_path, groupshared=False):
+    """The exchange folders `nbgrader release_assignment` makes, with its modes."""
+    course = tmp_path / "exchange" / "c"
+    for kind in ("course", "outbound", "inbound"):
+        path = course if kind == "course" else course / kind
+        path.mkdir(parents=True)
+        os.chmod(path, exchange.folder_mode(kind, groupshared))
+    return course
+
+
+@pytest.mark.parametrize("groupshared", [False, True])
+def test_the_exchange_keeps_nbgraders_modes(tmp_path, groupshared):
+    """A fresh exchange: serve makes feedback/ with release_feedback's mode (0711, 2771 for a
+    group course): others open a page by its name, never list the folder."""
+    course = _nbgrader_course(tmp_path, groupshared)
+    assert exchange.check_folders(course, groupshared) == []
+    mode = (course / "feedback").stat().st_mode & 0o7777
+    assert mode == (0o2771 if groupshared else 0o711)
+    assert exchange.check_folders(course, groupshared) == []  # and accepts it next time
+
+
+@pytest.mark.parametrize(
+    "kind, mode, says",
+    [
+        ("feedback", 0o755, "its group and others may list where nbgrader's mode is 711 (fix: chmod 711 "),
+        ("feedback", 0o777, "its group and others may list and write"),
+        ("inbound", 0o777, "others may list where nbgrader's mode is 2733 (fix: chmod 2733 "),
+        ("inbound", 0o2773, "its group may list"),
+        ("course", 0o757, "others may write"),
+        ("outbound", 0o775, "its group may write"),
+    ],
+)
+def test_a_folder_wider_than_nbgraders_is_refused_with_the_fix(tmp_path, kind, mode, says):
+    course = _nbgrader_course(tmp_path)
+    path = course if kind == "course" else course / kind
+    path.mkdir(exist_ok=True)
+    os.chmod(path, mode)
+    problems = exchange.check_folders(course)
+    assert len(problems) == 1 and says in problems[0], problems
+    assert str(path) in problems[0]
+
+
+def test_a_narrower_folder_or_a_link_is_what_it_is(tmp_path):
+    course = _nbgrader_course(tmp_path)
+    os.chmod(course / "outbound", 0o700)  # nothing for a student to see: not a leak
+    assert exchange.check_folders(course) == []
+    (course / "feedback").rmdir()
+    (course / "feedback").symlink_to(tmp_path)
+    assert exchange.check_folders(course) == [
+        f"{course / 'feedback'} is not a folder (a link or a file): make it a folder"
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a folder's owner needs root")
+def test_a_feedback_folder_someone_else_owns_is_refused(tmp_path):
+    """Its owner could open it to everyone: nbgrader's release_feedback refuses it too."""
+    course = _nbgrader_course(tmp_path)
+    (course / "feedback").mkdir(mode=0o711)
+    os.chown(course / "feedback", 65534, 65534)
+    (problem,) = exchange.check_folders(course)
+    assert "belongs to uid 65534" in problem and f"chown {os.geteuid()} " in problem
+    assert exchange.check_folders(course, groupshared=True) == []  # a group's: any member's
 
 
 def test_ledger_recovers_and_counts_attempts(tmp_path):

@@ -53,6 +53,7 @@ class CourseConfig:
     max_file_size: int = 100000
     files: list = field(default_factory=list)  # config files read
     exchange_root: str = "/srv/nbgrader/exchange"  # Exchange.root (autograder serve)
+    groupshared: bool = False  # CourseDirectory.groupshared: the exchange's modes for a group
     serve: dict = field(default_factory=dict)  # AutograderServe.* (autograder serve's policy)
 
     @property
@@ -131,6 +132,7 @@ def load(root) -> CourseConfig:
             files=files,
             exchange_root=str(app.config.get("Exchange", {}).get("root", "/srv/nbgrader/exchange")),
             serve=dict(app.config.get("AutograderServe", {})),
+            groupshared=bool(cd.groupshared),
         )
     finally:
         AutogradeApp.clear_instance()

@@ -10,7 +10,16 @@
   private copy is graded (a student rewriting the entry later changes nothing).
 * ``EXCHANGE/COURSE/feedback/<md5(secret + notebook)>.html``: where ``nbgrader fetch_feedback``
   looks (nbgrader's ``notebook_hash(secret=..., notebook_id=...)``, as ``nbgrader
-  release_feedback`` names it), written atomically (a temporary file renamed into place).
+  release_feedback`` names it), written atomically (a temporary file only the service can read,
+  renamed into place).
+
+The folders keep nbgrader's permission model (:data:`NBGRADER_MODES`, from nbgrader's
+``release_assignment`` and ``release_feedback``): a student may open a feedback page whose name
+they know (``fetch_feedback``), never list ``feedback/`` or ``inbound/``, never write into
+``feedback/``. :func:`check_folders` is run before the service starts: it makes ``feedback/``
+with nbgrader's mode when it is missing, and refuses (with the ``chmod`` / ``chown`` that fixes
+it) a course, inbound or feedback folder that lets others list or write more than nbgrader
+would, or that somebody else owns.
 """
 
 from __future__ import annotations
@@ -181,22 +190,84 @@ def take(path: Path, entry: Entry, notebooks: set[str], dest: Path) -> tuple[str
     return secret, notes
 
 
+# nbgrader's modes of the course's exchange folders (nbgrader/exchange/default/release_assignment.py
+# and release_feedback.py), without and with CourseDirectory.groupshared
+NBGRADER_MODES = {
+    "course": (0o755, 0o2775),  # the course's folder
+    "outbound": (0o755, 0o2775),  # released assignments: everyone reads
+    "inbound": (0o2733, 0o2773),  # submissions: everyone writes and enters, nobody else lists
+    "feedback": (0o711, 0o2771),  # pages: everyone opens a page by name, nobody else lists
+}
+PAGE_MODE = 0o644  # a released page (nbgrader's copy of the instructor's 0644 html)
+_OTHERS_RW = 0o066  # read and write, for the group and for others
+
+
+def folder_mode(kind: str, groupshared: bool) -> int:
+    return NBGRADER_MODES[kind][1 if groupshared else 0]
+
+
+def check_folders(course_dir: Path, groupshared: bool = False) -> list[str]:
+    """What in ``course_dir`` lets students list or write more than nbgrader lets them, each
+    with its fix; ``[]`` when nothing does. Makes ``feedback/`` with nbgrader's mode when missing."""
+    problems = []
+    me = os.geteuid()
+    feedback = course_dir / "feedback"
+    if not os.path.lexists(feedback):
+        feedback.mkdir()
+        os.chmod(feedback, folder_mode("feedback", groupshared))  # mkdir's mode passes umask
+    for kind in NBGRADER_MODES:
+        path = course_dir if kind == "course" else course_dir / kind
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue  # outbound: made by release_assignment; inbound: checked by the caller
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            problems.append(f"{path} is not a folder (a link or a file): make it a folder")
+            continue
+        wanted = folder_mode(kind, groupshared)
+        extra = stat.S_IMODE(info.st_mode) & _OTHERS_RW & ~wanted
+        if extra:
+            fix = f"chmod {wanted:o} {path}"
+            who = (
+                "its group and others"
+                if extra & 0o060 and extra & 0o006
+                else ("its group" if extra & 0o060 else "others")
+            )
+            problems.append(
+                f"{path} has mode {stat.S_IMODE(info.st_mode):o}: {who} may "
+                + " and ".join(w for w, bit in (("list", 0o044), ("write", 0o022)) if extra & bit)
+                + f" where nbgrader's mode is {wanted:o} (fix: {fix})"
+            )
+        owners = {me} if kind == "feedback" else {me, 0}
+        if not groupshared and info.st_uid not in owners:
+            problems.append(
+                f"{path} belongs to uid {info.st_uid}, not to the service's user (uid {me}), who "
+                f"could change its mode (fix: chown {me} {path}, or run the service as its owner)"
+            )
+    return problems
+
+
 def feedback_name(secret: str, notebook: str) -> str:
     from nbgrader.utils import notebook_hash
 
     return f"{notebook_hash(secret=secret, notebook_id=notebook)}.html"
 
 
-def release(feedback_dir: Path, secret: str, notebook: str, html: str) -> Path:
-    """Write a page where ``nbgrader fetch_feedback`` finds it, atomically, readable by all."""
+def release(
+    feedback_dir: Path, secret: str, notebook: str, html: str, groupshared: bool = False
+) -> Path:
+    """Write a page where ``nbgrader fetch_feedback`` finds it, atomically: written unreadable to
+    others, then made readable (as nbgrader's pages are) and renamed into place."""
     if os.path.islink(feedback_dir):
         raise OSError(f"{feedback_dir} is a symbolic link: refusing to write through it")
-    feedback_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if not feedback_dir.is_dir():  # removed while the service runs: made again as nbgrader makes it
+        feedback_dir.mkdir(parents=True)
+        os.chmod(feedback_dir, folder_mode("feedback", groupshared))
     name = feedback_name(secret, notebook)
     tmp = feedback_dir / f".{name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(html)
-    os.chmod(tmp, 0o644)
+    os.chmod(tmp, PAGE_MODE)
     os.replace(tmp, feedback_dir / name)
     return feedback_dir / name

@@ -88,6 +88,12 @@ class Service:
                 f"no inbound folder {self.inbound} (Exchange.root = {root}): release an assignment "
                 "first (`nbgrader release_assignment`), which makes it"
             )
+        problems = exchange.check_folders(self.course_dir, config.groupshared)
+        if problems:
+            raise ValueError(
+                "the exchange lets students list or write what nbgrader would not:\n  "
+                + "\n  ".join(problems)
+            )
         config.submitted.mkdir(parents=True, exist_ok=True)
         run.check_sandbox()
         run.make_output()  # OUT (args.out), the options
@@ -547,7 +553,13 @@ class Service:
         if row is None:
             return
         for view in self.views(row):
-            exchange.release(self.feedback_dir, row["secret"], view["notebook"], page.render(view))
+            exchange.release(
+                self.feedback_dir,
+                row["secret"],
+                view["notebook"],
+                page.render(view),
+                self.course.config.groupshared,
+            )
         self.ledger.released(sid)
         self.sweep_intake()
         self.write_attempts()
