@@ -1027,19 +1027,16 @@ def grade_stock(root, assignment, students=None):
         ],
         cmd,
     ):
-        for _attempt in (1, 2):  # a kernel that fails to start on a loaded machine: once more
-            proc = run_process(step, expect=None, cwd=root, env=env, timeout=3600)
-            if proc.returncode == 0:
-                break
-        else:
-            message = f"stock {' '.join(step[3:5])} {assignment} failed twice:\n" + explain(
+        # no retry: a stock run that fails is reported with its command, status and output tails
+        # (issue 34: no failure of stock under load was reproduced, so none is retried unseen)
+        proc = run_process(step, expect=None, cwd=root, env=env, timeout=3600)
+        if proc.returncode != 0:
+            message = f"stock {' '.join(step[3:5])} {assignment} failed:\n" + explain(
                 proc, cwd=root
             )
             if step is not cmd:
                 raise RuntimeError(message)
-            STOCK_ERRORS.append(
-                message
-            )  # what it graded still counts; a cell it did not is a disagreement
+            STOCK_ERRORS.append(message)  # what it graded still counts; a cell it did not differs
     return read_stock(root, assignment)
 
 
