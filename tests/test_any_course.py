@@ -44,10 +44,16 @@ THIRD_PARTY = {
 }
 USER_GUIDE = Path(nbgrader.__file__).parent / "docs" / "source" / "user_guide"
 AUTOGRADER = str(Path(sys.executable).with_name("autograder"))
-# nbgrader runs `alembic` from PATH: this environment's first
-ENV = dict(
-    os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-)
+
+
+def env() -> dict[str, str]:
+    """The test session's environment as it is now (conftest's session fixtures set the grader's
+    calibration cache and pace there after this module is imported), with this environment's
+    bin first on PATH: nbgrader runs `alembic` from PATH."""
+    return dict(
+        os.environ,
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
 
 
 def grade(cwd, *args):
@@ -57,7 +63,7 @@ def grade(cwd, *args):
         expect=None,
         cwd=cwd,
         timeout=900,
-        env=ENV,
+        env=env(),
     )
 
 
@@ -80,13 +86,13 @@ def stock_scores(course_root, assignment):
         ],
         cwd=course_root,
         timeout=None,
-        env=ENV,
+        env=env(),
     )
     run(
         [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"],
         cwd=course_root,
         timeout=None,
-        env=ENV,
+        env=env(),
     )
     from nbgrader.api import Gradebook
 

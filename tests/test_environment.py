@@ -1,5 +1,7 @@
-"""The three places that name dependency versions must agree."""
+"""The three places that name dependency versions must agree; the environment the tests give
+the processes they start."""
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -7,6 +9,16 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+AT_IMPORT = dict(os.environ)  # what a module that copies the environment when imported gets
+
+
+def test_a_module_imported_by_the_tests_sees_the_sessions_environment(tmp_path_factory):
+    """conftest.pytest_sessionstart sets the grader's environment before any test module is
+    imported: a copy of os.environ made at import (tests/test_any_course.py once made one) keeps
+    the tests' calibration cache (never the developer's ~/.cache) and the pinned pace."""
+    assert AT_IMPORT.get("AUTOGRADER_LOAD") == "0"
+    cache = Path(AT_IMPORT.get("AUTOGRADER_CACHE", "~")).resolve()
+    assert cache.is_relative_to(tmp_path_factory.getbasetemp().resolve()), cache
 
 
 def _pins(lines):
