@@ -153,7 +153,11 @@ def test_the_exchange_keeps_nbgraders_modes(tmp_path, groupshared):
 @pytest.mark.parametrize(
     "kind, mode, says",
     [
-        ("feedback", 0o755, "its group and others may list where nbgrader's mode is 711 (fix: chmod 711 "),
+        (
+            "feedback",
+            0o755,
+            "its group and others may list where nbgrader's mode is 711 (fix: chmod 711 ",
+        ),
         ("feedback", 0o777, "its group and others may list and write"),
         ("inbound", 0o777, "others may list where nbgrader's mode is 2733 (fix: chmod 2733 "),
         ("inbound", 0o2773, "its group may list"),
