@@ -95,6 +95,33 @@ def test_take_copies_only_regular_files(tmp_path):
     assert any("other.ipynb" in n for n in notes)
 
 
+def test_an_entry_in_another_accounts_name_is_refused(tmp_path, monkeypatch):
+    """A student with an account here submits as that account; an entry named for them that
+    another account wrote is refused whole (its owner is what `nbgrader submit` cannot fake)."""
+    import pwd
+
+    path, entry = _entry(tmp_path, {"A.ipynb": b"{}"})
+    me = os.geteuid()
+    accounts = {"alice": me + 1}
+
+    def getpwnam(name):
+        if name in accounts:
+            return pwd.struct_passwd((name, "x", accounts[name], 0, "", "/", "/bin/sh"))
+        raise KeyError(name)
+
+    monkeypatch.setattr(pwd, "getpwnam", getpwnam)
+    exchange.check_owner(me + 1, "alice")  # alice's own
+    exchange.check_owner(me, "alice")  # the service's own user (an instructor's test entry)
+    exchange.check_owner(me + 2, "carol")  # no account here: nothing to compare
+    with pytest.raises(exchange.Refused, match=f"belongs to uid {me + 2}, not to alice"):
+        exchange.check_owner(me + 2, "alice")
+    if me == 0:  # the whole entry, as the service takes it
+        os.chown(path, me + 2, -1)
+        with pytest.raises(exchange.Refused, match="not to alice"):
+            exchange.take(path, entry, {"A"}, tmp_path / "dest")
+        assert not (tmp_path / "dest").exists()
+
+
 @pytest.mark.parametrize("kind", ["link", "fifo", "big", "secret", "deep"])
 def test_take_refuses_the_whole_submission(tmp_path, kind):
     path, entry = _entry(

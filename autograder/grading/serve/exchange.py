@@ -114,6 +114,24 @@ def _read_regular(path: Path, limit: int) -> bytes:
     return data
 
 
+def check_owner(uid: int, student: str) -> None:
+    """An entry named for a student who has an account on this machine must be that account's
+    (``nbgrader submit`` writes it as the student): another student's entry in their name is
+    refused whole. Where students have no account here (a hub whose servers all run as one
+    user), an entry's owner tells nothing and nothing is checked, as under stock nbgrader."""
+    import pwd
+
+    try:
+        account = pwd.getpwnam(student).pw_uid
+    except KeyError:
+        return
+    if uid not in (account, os.geteuid()):
+        raise Refused(
+            f"the submission folder belongs to uid {uid}, not to {student} (uid {account}): "
+            "nothing in it was read"
+        )
+
+
 def complete(path: Path) -> bool:
     """``nbgrader submit`` writes submission_secret.txt last: the entry is complete once it is there."""
     try:
@@ -131,6 +149,7 @@ def take(path: Path, entry: Entry, notebooks: set[str], dest: Path) -> tuple[str
         raise Refused("the submission folder is a symbolic link: nothing behind it was read")
     if not stat.S_ISDIR(info.st_mode):
         raise Refused("the submission is not a folder")
+    check_owner(info.st_uid, entry.student)
     secret = _read_regular(path / "submission_secret.txt", MAX_SMALL).decode("ascii", "replace")
     secret = secret.strip()
     if not SECRET.fullmatch(secret):
