@@ -13,6 +13,7 @@ import sys
 # module path of each subcommand, in the order shown by --help
 SUBCOMMANDS = [
     "autograder.grading.command",
+    "autograder.grading.results.settle",
     "autograder.grading.results.class_report",
     "autograder.grading.serve.command",
     "autograder.grading.intake.zipcollect",

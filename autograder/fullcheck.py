@@ -243,16 +243,18 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
                     imports,
                 )
                 refused = calibration.refused
-                tasks = [
-                    (str(i), calibration.task(sub, limits, imports))
+                tasks = [  # both runs of each notebook (grading.verdicts)
+                    ((str(i), kind), dict(task, id=f"{i}#{kind}"))
                     for i, (sub, _) in enumerate(subs)
                     if sub.assignment not in refused
+                    for kind, task in calibration.tasks(sub, limits, imports).items()
                 ]
-                tasks = [(key, dict(task, id=key)) for key, task in tasks]
                 run(
                     pool,
                     tasks,
-                    lambda key, result, error: results.__setitem__(key, (result, error)),
+                    lambda key, result, error: results.setdefault(key[0], {}).__setitem__(
+                        key[1], (result, error)
+                    ),
                     options,
                 )
         except WorkerFailure as exc:
@@ -264,9 +266,9 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
         )
     reports = []
     for i, (sub, nb) in enumerate(subs):
-        result, error = results.get(str(i), (None, "no result"))
-        result = calibration.result(sub, result)
-        rows = calibration.rows_for(sub, result, error)
+        runs = results.get(str(i), {})
+        error = next((e for _, e in runs.values() if e), None)
+        rows, result = calibration.rows(sub, {k: r for k, (r, _) in runs.items()}, error)
         notes = feedback._cell_notes(sub, result)
         if _stubbed(nb):  # the stubs' own NotImplementedError is reported as TODO
             notes = [n for n in notes if not n.rstrip().endswith("raised: NotImplementedError:")]

@@ -990,11 +990,14 @@ def grade_ours(root, out, extra=()):
     if path.exists():
         with open(path, newline="") as fh:
             for r in csv.DictReader(fh):
-                got[(r["student"], r["assignment"], r["notebook"], r["grade_id"])] = (
-                    float(r["score"]),
-                    r["status"],
-                )
+                got[(r["student"], r["assignment"], r["notebook"], r["grade_id"])] = _ours(r)
     return got, proc
+
+
+def _ours(r) -> tuple:
+    """A row of grades.csv: (the score counted, the status, the judge's score or None)."""
+    judge = float(r["judge_score"]) if r.get("judge_score") else None
+    return float(r["score"]), r["status"], judge
 
 
 STOCK_ERRORS = []
@@ -1132,7 +1135,7 @@ def compare(courses, ours, stock, hostile_units, ours_rc, seconds):
             for student in course.students:
                 key = (student, course.name, nb, gid)
                 s = stock.get(key)
-                o, status = ours.get(key, (None, "missing"))
+                o, status, _ = ours.get(key, (None, "missing", None))
                 rows.append(
                     {
                         "course": course.name,
@@ -1155,7 +1158,9 @@ def compare(courses, ours, stock, hostile_units, ours_rc, seconds):
             for gid, unit in hostile_units.items():
                 base = stock.get(("wrong", "hostile", "hostile", gid))
                 attack = stock.get((f"x-{vector}", "hostile", "hostile", gid))
-                o, status = ours.get((f"x-{vector}", "hostile", "hostile", gid), (None, "missing"))
+                o, status, judge = ours.get(
+                    (f"x-{vector}", "hostile", "hostile", gid), (None, "missing", None)
+                )
                 hostile.append(
                     {
                         "vector": vector,
@@ -1165,7 +1170,13 @@ def compare(courses, ours, stock, hostile_units, ours_rc, seconds):
                         "stock_attack": attack,
                         "ours": o,
                         "status": status,
-                        "holds": base is not None and o is not None and o <= base,
+                        "judge": judge,
+                        # grading v5: the judge never gives more than the honest wrong twin, and a
+                        # counted score above it (one kernel's: a forged pass) is never silent
+                        "holds": base is not None
+                        and o is not None
+                        and (judge if judge is not None else o) <= base
+                        and (o <= base or status in ("unconfirmed", "contradicted")),
                     }
                 )
     return Result(courses, rows, hostile, ours_rc, seconds)
@@ -1179,10 +1190,7 @@ def compare_existing(root, courses, hostile_seed=None):
     ours, _ = {}, None
     with open(root.parent / f"{root.name}-out" / "grades.csv", newline="") as fh:
         for r in csv.DictReader(fh):
-            ours[(r["student"], r["assignment"], r["notebook"], r["grade_id"])] = (
-                float(r["score"]),
-                r["status"],
-            )
+            ours[(r["student"], r["assignment"], r["notebook"], r["grade_id"])] = _ours(r)
     hostile_units = (
         {f"{k}_t": k for k in hostile_assignment(hostile_seed)}
         if hostile_seed is not None

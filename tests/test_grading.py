@@ -148,7 +148,10 @@ def test_hostile_run_succeeds(hostile):
 
 def test_csv_has_exactly_the_columns_and_every_submission_its_rows(hostile):
     header = (hostile["out"] / "grades.csv").read_text().splitlines()[0]
-    assert header == "student,assignment,notebook,grade_id,score,max_score,status"
+    assert header == (
+        "student,assignment,notebook,grade_id,score,max_score,status,"
+        "kernel_score,judge_score,judge_status,judge_reason"
+    )
     tests = [
         t.grade_id for t in read_source(EXERCISE, SOLUTIONS / EXERCISE / f"{EXERCISE}.ipynb").tests
     ]
@@ -165,7 +168,10 @@ def test_hostile_submission(case, hostile, stock_grades):
 
 
 def check_case(case, all_rows, course, stock_grades, student=None):
-    """``case``'s rows (student ``student``, default the case's name) as expected.json says."""
+    """``case``'s rows (student ``student``, default the case's name) as expected.json says: the
+    judge's verdict (``judge_score``, ``judge_status``) is what the case expects of it, never
+    more than the honest base; and wherever one kernel's verdict differs, the row says so
+    (grading v5: the score counted is one kernel's, the default AutograderGrade.counts)."""
     spec = EXPECTED[case]
     student = student or case
     base = stock_grades[EXERCISE][BASES[spec["base"]]][EXERCISE]
@@ -179,14 +185,19 @@ def check_case(case, all_rows, course, stock_grades, student=None):
         )
         base_score, max_score = base[gid]
         score = 0.0 if any(fnmatch.fnmatch(gid, p) for p in spec.get("zero", [])) else base_score
-        if row["status"] != status:
-            problems.append(f"{gid}: status {row['status']}, expected {status}")
-        if float(row["score"]) != score and spec.get("compare") != "le":
-            problems.append(f"{gid}: score {row['score']}, expected {score:g}")
-        assert float(row["score"]) <= base_score, (
-            f"{case}: {gid} scores more than the honest notebook"
-        )
+        judge = float(row["judge_score"]) if row["judge_score"] else float(row["score"])
+        judge_status = row["judge_status"] or row["status"]
+        if judge_status != status:
+            problems.append(f"{gid}: the judge's status {judge_status}, expected {status}")
+        if judge != score and spec.get("compare") != "le":
+            problems.append(f"{gid}: the judge's score {judge:g}, expected {score:g}")
+        assert judge <= base_score, f"{case}: {gid}: the judge gives more than the honest notebook"
         assert float(row["max_score"]) == max_score
+        if row["kernel_score"] and row["judge_score"]:
+            differs = row["kernel_score"] != row["judge_score"]
+            assert differs == (row["status"] in ("unconfirmed", "contradicted")), (case, row)
+            if not differs:
+                assert row["status"] == judge_status, (case, row)
     assert not problems, f"{case}:\n" + "\n".join(problems)
     if "output" in spec:
         out = autograded_outputs(course.root, student)

@@ -1,26 +1,19 @@
-"""Calibrate on the source, and grade in one kernel what the judge cannot grade as nbgrader would.
+"""Calibrate on the source: which test cells get two verdicts, which one kernel's alone.
 
-Before a class is graded, each notebook's source (the instructor's solution, nbgrader's
-source directory) is graded exactly like a submission: its own cells as the student's, its
-test cells in the judge. A test cell the judge cannot run (IPython magics, ``!``,
-``get_ipython()``, ``display()``, ``globals()``, ``exec``/``eval``: :func:`.config.judge_cannot_run`),
-or whose solution does not get full marks there (status not ``ok``, or fewer points: a test
-written for one kernel that the judge's split does not reproduce), makes its notebook
-**in-kernel**: every test cell of that notebook is then graded in the sandbox's single-kernel
-mode, nbgrader's semantics - the student process runs the student's cells and the source's
-test cells in notebook order in one IPython shell (names a test cell defines are visible to
-later cells, a test cell's changes stay), with the same time, memory and output limits. The
-process reports, per test cell, whether it raised, whether it wrote to stderr and the
-``text/plain`` of the value it displayed; the host scores that with nbgrader's own
-:func:`nbgrader.utils.determine_grade` (error -> 0, stderr -> 0, else the points or the
-partial credit). Those rows get status ``in-kernel``: as trustworthy as stock nbgrader's (the
-student's process can forge them, as under ``nbgrader autograde``).
+Every notebook is graded twice (:mod:`.verdicts`): in one kernel - the student's cells and the
+source's test cells in notebook order in one IPython shell in the sandbox
+(:func:`kernel_task`), scored by nbgrader's own :func:`nbgrader.utils.determine_grade` from
+what the process reports as untrusted data (:func:`kernel_result`) - and in the judge.
 
-One kernel needs every test cell in it, so the whole notebook switches (the simplest
-faithful choice). Its source is then calibrated in one kernel too: if the solution does not
-get full marks there either, the assignment is refused with a message naming the cells (a
-grader limitation is never a student's 0). Results: printed once per assignment, and written
-to ``OUT/calibration.txt``.
+Before a class is graded, each notebook's source (the instructor's solution) is graded both
+ways. A test cell the solution does not pass in one kernel refuses the assignment (a grader
+limitation is never a student's 0), save a cell that does not compile (0 for everyone, as under
+stock). A test cell the judge cannot run (IPython magics, ``!``, ``get_ipython()``,
+``display()``, ``globals()``, ``exec``/``eval``: :func:`.config.judge_cannot_run`), or whose
+solution the judge does not give full marks, is graded by one kernel alone for every student
+(status ``in-kernel``): decided here, on the source, never by a submission. A notebook with no
+test cell left for the judge is not run in the judge at all. Results: printed once per
+assignment, and written to ``OUT/calibration.txt``.
 """
 
 from __future__ import annotations
@@ -29,12 +22,14 @@ import time
 from dataclasses import dataclass, field
 
 from autograder.grading.status import OF_CELL
+from autograder.grading.verdicts import DEFAULT_COUNTS, merge, not_confirmed
 from autograder.wire.types import Limits
 
 SOURCE_STUDENT = "instructor-source"
 KERNEL = "in-kernel"
 JUDGE = "judge"
 REFUSED = "refused"
+KERNEL_RUN, JUDGE_RUN = "kernel", "judge"  # the two runs of every notebook (grading.verdicts)
 
 
 @dataclass
@@ -48,6 +43,14 @@ class NotebookMode:
         default_factory=list
     )  # why the notebook cannot be graded in one kernel either
     broken: dict = field(default_factory=dict)  # grade_id -> why no kernel runs it (0 for all)
+    grade_ids: list = field(default_factory=list)  # the notebook's test cells, in order
+
+    def decide(self) -> None:
+        """JUDGE while some test cell that compiles is the judge's; KERNEL when none is."""
+        judged = [
+            gid for gid in self.grade_ids if gid not in self.reasons and gid not in self.broken
+        ]
+        self.mode = JUDGE if judged else KERNEL
 
     def lines(self) -> list[str]:
         head = f"{self.assignment}/{self.notebook}: "
@@ -57,25 +60,25 @@ class NotebookMode:
             "solution too, as under stock nbgrader"
             for gid, why in self.broken.items()
         ]
-        if self.mode == JUDGE:
-            n = self.n_tests - len(self.broken)
+        if self.mode == REFUSED:
+            return (
+                [head + "refused: in one kernel the solution does not get full marks:"]
+                + [f"  {p}" for p in self.problems]
+                + broken
+            )
+        n = self.n_tests - len(self.broken)
+        if not self.reasons:
             return [
-                head
-                + f"judge: the solution gets full marks on all {n} test cells"
-                + (" that compile" if broken else "")
+                head + f"two verdicts: the solution gets full marks in one kernel and in the judge "
+                f"on all {n} test cells" + (" that compile" if broken else "")
             ] + broken
-        if self.mode == KERNEL:
-            out = [
-                head
-                + f"in-kernel: all {self.n_tests} test cells graded in one kernel, as stock nbgrader "
-                "(the solution gets full marks there); the judge does not grade:"
-            ]
-        else:
-            out = [head + "refused: the judge does not grade:"]
+        judged = n - len(self.reasons)
+        out = [
+            head
+            + f"two verdicts on {judged} of {n} test cells; one kernel alone (status in-kernel, "
+            "stock nbgrader's verdict) on these, which the judge does not grade:"
+        ]
         out += [f"  {gid}: {why}" for gid, why in self.reasons.items()]
-        if self.problems:
-            out.append("  and in one kernel the solution does not get full marks either:")
-            out += [f"  {p}" for p in self.problems]
         return out + broken
 
 
@@ -196,7 +199,8 @@ def _verdict(test, c) -> dict:
 
 
 class Calibration:
-    """Which notebooks are graded in the judge, which in one kernel, which are refused."""
+    """Which test cells the judge grades beside one kernel, which one kernel alone, which
+    assignments are refused; and each notebook's tasks and merged rows (:mod:`.verdicts`)."""
 
     def __init__(self, course, cache=None):
         self.course = course
@@ -206,40 +210,50 @@ class Calibration:
         self.grading = []  # per round, the source notebooks' grading time in the sandboxes, summed
         self.cached: list = []  # the assignments whose calibration came from the cache
 
+    @property
+    def counts(self) -> str:
+        return getattr(self.course.config, "counts", DEFAULT_COUNTS)
+
     # -- what the grading pipeline asks ---------------------------------------------
     def mode(self, sub) -> str:
-        if getattr(
-            sub, "needs_kernel", None
-        ):  # decided while grading it (the judge cannot carry it)
-            return KERNEL
         m = self.modes.get((sub.assignment, sub.notebook))
         return m.mode if m is not None else JUDGE
 
-    @staticmethod
-    def needs_kernel(result) -> str | None:
-        """Why the judge could not carry this notebook (then it is graded again in one kernel)."""
-        if isinstance(result, dict) and isinstance(result.get("needs_kernel"), str):
-            return result["needs_kernel"] or "the judge cannot carry it"
-        return None
+    def kernel_only(self, sub) -> dict:
+        """``{grade_id: why}``: the test cells of ``sub``'s notebook the judge does not grade."""
+        m = self.modes.get((sub.assignment, sub.notebook))
+        return dict(m.reasons) if m is not None else {}
 
-    def task(self, sub, limits, imports) -> dict:
+    def tasks(self, sub, limits, imports) -> dict:
+        """The runs of one notebook: ``{"kernel": task}`` (stock's verdict) and, unless no test
+        cell of it is the judge's, ``{"judge": task}``."""
         task = sub.task(limits, imports)
-        return kernel_task(sub, task) if self.mode(sub) == KERNEL else task
+        out = {KERNEL_RUN: kernel_task(sub, dict(task, id=f"{sub.key}#kernel"))}
+        if self.mode(sub) != KERNEL:
+            out[JUDGE_RUN] = task
+        return out
 
-    def result(self, sub, result):
-        return kernel_result(sub, result) if self.mode(sub) == KERNEL and not sub.status else result
-
-    def rows_for(self, sub, result, error=None):
-        """:func:`.report.rows_for` (``result`` already through :meth:`result`); in-kernel rows
-        that ran say so."""
+    def rows(self, sub, results: dict, error=None):
+        """``(rows, shown)``: the merged rows of one notebook (``results``: run -> result, from
+        :meth:`tasks`), and the result whose cells a student may see (the judge's run: no test
+        ran in that process; without one, one kernel's cells before the first test)."""
         from autograder.grading.results.report import rows_for
 
-        rows = rows_for(sub, result, error)
-        if self.mode(sub) == KERNEL and not sub.status:
-            for row in rows:
-                if row.status == "ok":
-                    row.status = KERNEL
-        return rows
+        if sub.status:
+            rows = rows_for(sub, None, None)
+            return rows, None
+        kernel = results.get(KERNEL_RUN)
+        judge = results.get(JUDGE_RUN) if self.mode(sub) != KERNEL else None
+        if error is not None or kernel is None or (self.mode(sub) != KERNEL and judge is None):
+            return rows_for(sub, None, error or "a run gave no result"), None
+        kernel = kernel_result(sub, kernel)
+        krows = rows_for(sub, kernel, None)
+        if judge is None:
+            return merge(krows, None, self.counts), _before_first_test(sub, kernel)
+        judge, unconfirmable = not_confirmed(judge)
+        jrows = rows_for(sub, judge, None)
+        rows = merge(krows, jrows, self.counts, self.kernel_only(sub), unconfirmable)
+        return rows, judge
 
     @property
     def refused(self) -> dict:
@@ -247,8 +261,7 @@ class Calibration:
         for m in self.modes.values():
             if m.mode == REFUSED:
                 out.setdefault(m.assignment, []).extend(
-                    [f"{m.notebook}: test cell {gid!r}: {why}" for gid, why in m.reasons.items()]
-                    + [f"{m.notebook}: in one kernel: {p}" for p in m.problems]
+                    [f"{m.notebook}: in one kernel: {p}" for p in m.problems]
                 )
         return out
 
@@ -257,13 +270,15 @@ class Calibration:
 
     # -- calibrating -----------------------------------------------------------------
     def calibrate(self, assignments, run, limits, imports) -> Calibration:
-        """Grade every source notebook of ``assignments``; ``run(tasks, on_result)`` grades tasks
-        (the pool that grades the class)."""
+        """Grade every source notebook of ``assignments`` both ways; ``run(tasks, on_result)``
+        grades tasks (the pool that grades the class). A test cell the solution does not pass in
+        one kernel refuses the assignment; one it does not pass in the judge is graded in one
+        kernel alone (for every student: decided here, on the source)."""
         from autograder.grading.config import does_not_compile, judge_cannot_run
 
         started = time.monotonic()
         # calibration asks "does the judge grade the solution right?", not "is it fast enough?": a tight
-        # --wall-limit or --timeout for the class must not send a notebook to one kernel
+        # --wall-limit or --timeout for the class must not send a cell to one kernel
         limits = Limits.of(limits)
         limits = limits.replace(
             wall=max(float(limits.wall), 600.0), timeout=max(float(limits.timeout), 120.0)
@@ -286,42 +301,30 @@ class Calibration:
                     len(nb.tests),
                     reasons=judge_cannot_run(nb),
                     broken=does_not_compile(nb),
+                    grade_ids=[t.grade_id for t in nb.tests],
                 )
                 self.modes[(a, nb.name)] = m
                 if not nb.tests:
                     continue
                 if getattr(self.course.config, "mode", "judge") == "kernel":
                     m.reasons = {
-                        "(every test cell)": "the course's AutograderGrade.mode is 'kernel'"
+                        t.grade_id: "the course's AutograderGrade.mode is 'kernel'"
+                        for t in nb.tests
                     }
-                if m.reasons:
-                    m.mode = KERNEL
+                m.decide()
                 first.append(source_submission(nb))
-        again = []
         for sub, rows in self._grade(first, run, limits, imports):
             m = self.modes[(sub.assignment, sub.notebook)]
-            bad = _bad(rows, m)
-            if not bad:
-                continue
-            if m.mode == JUDGE:
-                m.mode = KERNEL
-                m.reasons.update(
-                    {r.grade_id: "the solution " + _why(r, "in the judge") for r in bad}
-                )
-                again.append(sub)
-            else:
-                m.mode, m.problems = (
-                    REFUSED,
-                    [f"{r.grade_id}: the solution " + _why(r, "") for r in bad],
-                )
-        for sub, rows in self._grade(again, run, limits, imports):
-            m = self.modes[(sub.assignment, sub.notebook)]
-            bad = _bad(rows, m)
-            if bad:
-                m.mode, m.problems = (
-                    REFUSED,
-                    [f"{r.grade_id}: the solution " + _why(r, "") for r in bad],
-                )
+            for r in rows:
+                if r.grade_id in m.broken:
+                    continue
+                if _kernel_score(r) < r.max_score:
+                    m.problems.append(f"{r.grade_id}: the solution " + _why(r, ""))
+                elif r.grade_id not in m.reasons and _judge_short(r):
+                    m.reasons[r.grade_id] = "the solution " + _why_judge(r)
+            m.mode = REFUSED if m.problems else m.mode
+            if m.mode != REFUSED:
+                m.decide()
         if self.cache is not None:
             for a in assignments:
                 self.cache.store(keys[a], [m for (x, _), m in self.modes.items() if x == a])
@@ -332,28 +335,63 @@ class Calibration:
         if not subs:
             return []
         by_key = {s.key: s for s in subs}
-        got = {}
-        run(
-            [(s.key, self.task(s, limits, imports)) for s in subs],
-            lambda key, result, error: got.__setitem__(key, (result, error)),
-        )
+        got: dict = {}
+        tasks = []
+        for s in subs:
+            for kind, task in self.tasks(s, limits, imports).items():
+                tasks.append(((s.key, kind), task))
+
+        def on_result(key, result, error):
+            got.setdefault(key[0], {})[key[1]] = (result, error)
+
+        run(tasks, on_result)
         out = []
-        self.grading.append(sum((r[0] or {}).get("seconds", 0.0) for r in got.values()))
+        self.grading.append(
+            sum((r[0] or {}).get("seconds", 0.0) for runs in got.values() for r in runs.values())
+        )
         for key, sub in by_key.items():
-            result, error = got.get(key, (None, "no result"))
-            out.append((sub, self.rows_for(sub, self.result(sub, result), error)))
+            runs = got.get(key, {})
+            error = next((e for _, e in runs.values() if e), None)
+            rows, _ = self.rows(sub, {k: r for k, (r, _) in runs.items()}, error)
+            out.append((sub, rows))
         return out
 
 
-def _bad(rows, mode: NotebookMode) -> list:
-    """The rows where the solution does not get what stock nbgrader gives it: full marks, status
-    ``ok`` or ``in-kernel``, save a test cell that does not compile (0 there, as under stock)."""
-    return [
-        r
-        for r in rows
-        if r.grade_id not in mode.broken
-        and (r.status not in ("ok", KERNEL) or r.score < r.max_score)
-    ]
+def _kernel_score(row) -> float:
+    if row.kernel_score is not None:
+        return row.kernel_score
+    return row.score if row.status in ("ok", KERNEL) else -1.0
+
+
+def _judge_short(row) -> bool:
+    """Whether the judge did not give the solution what one kernel gave it (full marks)."""
+    return row.judge_score is not None and (
+        row.judge_score < row.max_score or row.judge_status != "ok"
+    )
+
+
+def _why_judge(row) -> str:
+    text = f"scores {row.judge_score:g} / {row.max_score:g} in the judge"
+    if row.judge_status not in ("ok", ""):
+        text += f" (status {row.judge_status})"
+    if row.judge_reason:
+        text += f": {row.judge_reason.splitlines()[0][:300]}"
+    return text
+
+
+def _before_first_test(sub, result):
+    """One kernel's result with the outputs of every student cell after the first test cell
+    dropped: a hidden test ran in that process before them (only its pass/fail leaves)."""
+    if not isinstance(result, dict):
+        return result
+    first = next((i for i, item in enumerate(sub.items) if item[0] == "test"), len(sub.items))
+    before = {item[1] for item in sub.items[:first] if item[0] == "cell"}
+    cells = []
+    for c in result.get("cells", []):
+        if isinstance(c, dict) and c.get("index") not in before:
+            c = {k: v for k, v in c.items() if k in ("index", "status")}
+        cells.append(c)
+    return dict(result, cells=cells, tests=[{} for _ in result.get("tests", [])])
 
 
 def _why(row, where) -> str:

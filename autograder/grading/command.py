@@ -196,7 +196,6 @@ class GradeRun:
         self.jobs_text = ""
         self.startup = 0.0  # seconds before the first notebook could be graded: the gradebook
         # open and a sandbox ready (warm, its judge too)
-        self.fallbacks: list = []  # (key, why): notebooks graded in one kernel, decided while grading
         self.dropped: dict = {}  # key -> test-owned names the student's code wrote (dropped)
         self.invariant = [0, 0.0]  # the judge's checks after each call: count, seconds
 
@@ -372,47 +371,38 @@ class GradeRun:
         for sub in subs:
             if sub.status:
                 self.finish(sub, None, None)
-        tasks = [
-            (s.key, self.calibration.task(s, self.limits, self.imports))
-            for s in subs
-            if not s.status
-        ]
-
-        again: list = []  # notebooks the judge cannot carry: graded again in one kernel
+        # two runs per notebook (grading.verdicts): one kernel's and the judge's, merged when both
+        # are in
+        runs: dict = {}
+        tasks = []
+        for s in subs:
+            if s.status:
+                continue
+            kinds = self.calibration.tasks(s, self.limits, self.imports)
+            runs[s.key] = {"want": set(kinds), "got": {}, "error": None}
+            tasks.extend(((s.key, kind), task) for kind, task in kinds.items())
 
         def on_result(key, result, error):
-            sub = by_key[key]
-            why = self.calibration.needs_kernel(result) if error is None else None
-            if why is not None and self.calibration.mode(sub) != "in-kernel":
-                sub.needs_kernel = why
-                again.append(sub)
-                return
-            self.finish(sub, result, error)
-
-        def run_round(tasks):
-            from autograder.grading.host.scheduler import run
-
-            run(self.pool, tasks, on_result, self.options)
-            if args.scheduler:
-                self.jobs_text = f" on the Dask cluster at {args.scheduler}"
-            else:
-                n = self.pool.jobs
-                self.jobs_text = f" with {n} sandbox{'es' if n > 1 else ''}"
+            key, kind = key
+            job = runs[key]
+            job["got"][kind] = result
+            job["error"] = job["error"] or error
+            if set(job["got"]) == job["want"]:
+                self.finish(by_key[key], job["got"], job["error"])
 
         try:
             if tasks:
-                run_round(tasks)
+                from autograder.grading.host.scheduler import run
+
+                run(self.pool, tasks, on_result, self.options)
+                if args.scheduler:
+                    self.jobs_text = f" on the Dask cluster at {args.scheduler}"
+                else:
+                    n = self.pool.jobs
+                    self.jobs_text = f" with {n} sandbox{'es' if n > 1 else ''}"
                 ready = getattr(self.pool, "ready_at", None)
                 if ready:  # start-up ends when a sandbox could take the first notebook
                     self.startup = max(self.startup, min(ready) - self.started)
-                if again:  # (the sandboxes are still up: one more round)
-                    self.fallbacks = [(s.key, s.needs_kernel) for s in again]
-                    run_round(
-                        [
-                            (s.key, self.calibration.task(s, self.limits, self.imports))
-                            for s in again
-                        ]
-                    )
         except BaseException:
             self.bar.close()
             raise
@@ -422,14 +412,15 @@ class GradeRun:
                 self.writer.close()
         self.bar.close()
 
-    def finish(self, sub, result, error):
-        """One notebook's result: its rows, its feedback page, its gradebook entry."""
+    def finish(self, sub, results, error):
+        """One notebook's result (``results``: run -> result, :meth:`Calibration.tasks`): its
+        rows, its feedback page, its gradebook entry."""
         from autograder.grading.results import feedback, report
 
         calibration = self.calibration
+        result = None
         try:
-            result = calibration.result(sub, result)
-            rows = calibration.rows_for(sub, result, error)
+            rows, result = calibration.rows(sub, results or {}, error)
         except Exception:  # noqa: BLE001 - a result the grader cannot read is its own failure
             import traceback
 
@@ -474,11 +465,10 @@ class GradeRun:
             )
         )
         review = out / "review.txt"
-        flagged = report.review_lines(all_rows)
-        flagged += [
-            f"{report.safe_cell(key)}: in-kernel (decided while grading: {why})"
-            for key, why in sorted(self.fallbacks)
-        ]
+        from autograder.grading.verdicts import difference_lines
+
+        flagged = difference_lines(all_rows, self.course.config.counts)
+        flagged += report.review_lines(all_rows)
         flagged += [
             f"{report.safe_cell(key)}: the student's code wrote names the test owns "
             f"({', '.join(names[:10])}): dropped, the test kept its own (not a status: honest "

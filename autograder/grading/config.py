@@ -14,11 +14,12 @@ nbgrader's own application class, so every setting means what it means to nbgrad
 * ``AutograderGrade.preload`` (this tool's own setting; optional): modules the warm sandbox
   imports before forking a student process. Default: the modules the course's source notebooks
   import (torch in this course, nothing but the standard library in many others).
-* ``AutograderGrade.mode`` (this tool's own setting; optional): ``"judge"`` (the default:
-  calibration decides per notebook, the judge grades what it can carry, one kernel the rest) or
-  ``"kernel"`` (every notebook in one kernel in the warm sandbox: stock nbgrader's semantics by
-  construction, and stock's trust: the tests run beside the student's code). README, "Grading
-  any nbgrader course", says why the judge is the default.
+* ``AutograderGrade.mode`` (this tool's own setting; optional): ``"judge"`` (the default: two
+  verdicts on every test cell the judge grades, :mod:`.verdicts`) or ``"kernel"`` (one kernel's
+  verdict alone: stock nbgrader's semantics and stock's trust, the tests run beside the
+  student's code).
+* ``AutograderGrade.counts`` (optional): which score counts while the two verdicts differ:
+  ``"kernel"`` (the default: stock's), ``"judge"`` or ``"lower"`` (:mod:`.verdicts`).
 
 :func:`unsupported` lists what an assignment uses that this grader does not grade the way
 nbgrader would; ``autograder grade`` refuses such an assignment with that list instead of
@@ -49,6 +50,7 @@ class CourseConfig:
     end_hidden: str = "END HIDDEN TESTS"
     preload: list | None = None
     mode: str = "judge"  # or "kernel": AutograderGrade.mode
+    counts: str = "kernel"  # which verdict counts while they differ: AutograderGrade.counts
     ignore: list = field(default_factory=list)
     max_file_size: int = 100000
     files: list = field(default_factory=list)  # config files read
@@ -110,6 +112,14 @@ def load(root) -> CourseConfig:
                 f"AutograderGrade.mode = {mode!r} in the course's configuration: "
                 f"one of {', '.join(repr(m) for m in MODES)}"
             )
+        from autograder.grading.verdicts import COUNTS, DEFAULT_COUNTS
+
+        counts = app.config.get("AutograderGrade", {}).get("counts", DEFAULT_COUNTS)
+        if counts not in COUNTS:
+            raise ValueError(
+                f"AutograderGrade.counts = {counts!r} in the course's configuration: "
+                f"one of {', '.join(repr(m) for m in COUNTS)}"
+            )
         timeout = execute.timeout
         files = [str(root / "nbgrader_config.py")] if (root / "nbgrader_config.py").exists() else []
         return CourseConfig(
@@ -127,6 +137,7 @@ def load(root) -> CourseConfig:
             end_hidden=hidden.end_test_delimeter,
             preload=list(preload) if preload is not None else None,
             mode=str(mode),
+            counts=str(counts),
             ignore=list(cd.ignore),
             max_file_size=int(cd.max_file_size),
             files=files,

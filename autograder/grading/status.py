@@ -18,6 +18,9 @@ class Status(enum.StrEnum):
 
     OK = "ok"
     IN_KERNEL = "in-kernel"
+    UNCONFIRMED = "unconfirmed"
+    CONTRADICTED = "contradicted"
+    SETTLED = "settled"
     TIMEOUT = "timeout"
     KERNEL_DIED = "kernel-died"
     MEMORY_LIMIT = "memory-limit"
@@ -55,9 +58,17 @@ class Status(enum.StrEnum):
 MEANING = {
     Status.OK: "the test ran; the score is its result (full points, nbgrader's partial credit, or 0 "
     "if it raised or wrote to stderr)",
-    Status.IN_KERNEL: "graded as stock nbgrader grades it, in one process with the student's code (a notebook "
-    "whose tests the judge cannot run as one kernel would: see calibration.txt); the score is as "
-    "trustworthy as stock nbgrader's",
+    Status.IN_KERNEL: "graded as stock nbgrader grades it, in one process with the student's code, only: "
+    "a test cell the judge cannot grade even for the solution (calibration.txt says why); the score "
+    "is as trustworthy as stock nbgrader's",
+    Status.UNCONFIRMED: "graded two ways, one kernel (stock nbgrader's verdict) gave more than the judge "
+    "confirmed: a forged pass, or state the judge does not carry; both scores and the judge's reason "
+    "are in the row, the score is AutograderGrade.counts' (default one kernel's); `autograder settle` "
+    "closes it",
+    Status.CONTRADICTED: "graded two ways, the judge gave more than one kernel (stock nbgrader's "
+    "verdict): e.g. a function that changed the test's own arguments; both scores are in the row, the "
+    "score is AutograderGrade.counts' (default one kernel's); `autograder settle` closes it",
+    Status.SETTLED: "a difference the instructor settled with `autograder settle` (the score it took)",
     Status.TIMEOUT: "the test, or a cell before it, ran past the time limit (it was killed); score 0",
     Status.KERNEL_DIED: "the process running the test, or the student's cells before it, exited or "
     "crashed (os._exit, a fatal signal); score 0",

@@ -140,5 +140,5 @@ class ResultFrame(TypedDict, total=False):
     restored: list[str]
     seconds: float
     error: str
-    needs_kernel: str  # why the judge could not carry the notebook (graded again in one kernel)
+    needs_kernel: str  # why the judge could not carry the notebook (its later verdicts: not confirmed)
     invariant: list  # the judge's checks after each call: [count, seconds]

@@ -229,7 +229,6 @@ class Submission:
     items: list = field(default_factory=list)
     layout: list = field(default_factory=list)
     files: list = field(default_factory=list)
-    needs_kernel: str | None = None  # why the judge could not carry it: graded again in one kernel
 
     @property
     def key(self) -> str:

@@ -59,6 +59,7 @@ from pathlib import Path
 
 import jinja2
 
+from autograder.grading.results.report import DIFFERENCES
 from autograder.grading.status import Status
 
 PAGE_NAME = "report.html"
@@ -129,6 +130,9 @@ class Result:
         "attempt",
         "passed",
         "_group",
+        "kernel_score",
+        "judge_score",
+        "judge_reason",
     )
 
     def __init__(
@@ -161,6 +165,8 @@ class Result:
         self.expected, self.found, self.cause, self.attempt = expected, found, cause, attempt
         self.passed = score >= max_score
         self._group = None
+        self.kernel_score = self.judge_score = None  # the two verdicts, where they differ
+        self.judge_reason = ""
 
     @property
     def key(self) -> tuple:
@@ -188,6 +194,15 @@ def _number(value) -> float:
 
 def _result(d) -> Result:
     attempt = d.get("attempt")
+    r = _base_result(d, attempt)
+    if r.status in DIFFERENCES:
+        r.kernel_score = _number(d["kernel_score"])
+        r.judge_score = _number(d["judge_score"])
+        r.judge_reason = _text(d.get("judge_reason")) or ""
+    return r
+
+
+def _base_result(d, attempt) -> Result:
     return Result(
         str(d["student"]),
         str(d["assignment"]),
@@ -269,18 +284,31 @@ def read_results(grading_out: Path) -> tuple[list[Result], str]:
     rows = []
     with open(grades, newline="", encoding="utf-8") as fh:
         for d in csv.DictReader(fh):
-            rows.append(
-                Result(
-                    _unsafe(d["student"]),
-                    d["assignment"],
-                    d["notebook"],
-                    d["grade_id"],
-                    _number(d["score"]),
-                    _number(d["max_score"]),
-                    d["status"],
-                )
+            r = Result(
+                _unsafe(d["student"]),
+                d["assignment"],
+                d["notebook"],
+                d["grade_id"],
+                _number(d["score"]),
+                _number(d["max_score"]),
+                d["status"],
             )
+            if r.status in DIFFERENCES and d.get("kernel_score") and d.get("judge_score"):
+                r.kernel_score = _number(d["kernel_score"])
+                r.judge_score = _number(d["judge_score"])
+                r.judge_reason = d.get("judge_reason") or ""
+            rows.append(r)
     return rows, grades.name
+
+
+def _latest(rows) -> list:
+    """Each test's row of the latest attempt (serve appends one per attempt)."""
+    latest: dict = {}
+    for r in rows:
+        key = (r.student, r.assignment, r.notebook, r.grade_id)
+        if key not in latest or (r.attempt or 0) >= (latest[key].attempt or 0):
+            latest[key] = r
+    return list(latest.values())
 
 
 def _complete(line: bytes) -> bool:
@@ -758,6 +786,15 @@ PAGE = """\
 <p class='muted'>From {{ source }}: {{ n_rows }} test results of {{ n_notebooks }} notebooks\
 {% if with_students %}; <strong>with student ids</strong>{% else %}; no student ids (autograder report --with-students adds them){% endif %}.
 Causes are the checks' own "likely cause" where a check gave one; otherwise the exception and its message, numbers normalised.</p>
+{% if differences %}<h3>Differences between the two verdicts: {{ differences | length }} open</h3>
+<p>One kernel (stock nbgrader's verdict) and the judge gave these test results different scores; the score counted
+is the course's <code>AutograderGrade.counts</code>. <code>autograder settle</code> closes them.</p>
+<table><thead><tr><th>notebook / test</th><th>status</th><th>one kernel</th><th>judge</th><th>counted</th><th>the judge's reason</th>\
+{% if with_students %}<th>student</th>{% endif %}</tr></thead><tbody>
+{% for d in differences %}<tr><td><code>{{ d.where }}</code></td><td>{{ d.status }}</td><td>{{ d.kernel | num }}</td>\
+<td>{{ d.judge | num }}</td><td>{{ d.score | num }} / {{ d.max | num }}</td><td>{{ d.reason }}</td>\
+{% if with_students %}<td>{{ d.student }}</td>{% endif %}</tr>
+{% endfor %}</tbody></table>{% endif %}
 {% if all_flags %}<h3>Flags</h3><ul>
 {% for s, t, f in all_flags %}<li><a href='#{{ t.anchor }}'><code>{{ s.title }} / {{ t.grade_id }}</code></a>: <span class='flag'>{{ f }}</span></li>
 {% endfor %}</ul>{% endif %}
@@ -863,7 +900,32 @@ def _anchor(*parts) -> str:
 _HTML: dict = {}
 
 
-def render(sections: list[Section], *, source: str, with_students: bool, title: str) -> str:
+def differences(rows) -> list[dict]:
+    """The rows whose two verdicts differ (:mod:`..verdicts`), for the top of the page."""
+    return [
+        {
+            "where": f"{r.assignment}/{r.notebook} / {r.grade_id}",
+            "status": r.status,
+            "kernel": r.kernel_score,
+            "judge": r.judge_score,
+            "score": r.score,
+            "max": r.max_score,
+            "reason": r.judge_reason[:200],
+            "student": r.student,
+        }
+        for r in sorted(rows, key=lambda r: (r.assignment, r.notebook, r.grade_id, r.student))
+        if r.status in DIFFERENCES and r.kernel_score is not None and r.judge_score is not None
+    ]
+
+
+def render(
+    sections: list[Section],
+    *,
+    source: str,
+    with_students: bool,
+    title: str,
+    diffs: list | None = None,
+) -> str:
     parts: list = []
     all_flags: list = []
     keep: set = set()
@@ -892,6 +954,7 @@ def render(sections: list[Section], *, source: str, with_students: bool, title: 
         with_students=with_students,
         sections=parts,
         all_flags=all_flags,
+        differences=diffs or [],
         flag_r=DISCRIMINATION_FLAG,
         min_n=MIN_FOR_FLAGS,
         meanings=[(s.value, s.meaning) for s in Status],
@@ -1037,7 +1100,13 @@ def write_report(
     rows, source = read_results(grading_out)
     sections = build(rows, read_attempts(Path(attempts)) if attempts else None)
     dest.mkdir(parents=True, exist_ok=True)
-    page = render(sections, source=source, with_students=with_students, title="Class report")
+    page = render(
+        sections,
+        source=source,
+        with_students=with_students,
+        title="Class report",
+        diffs=differences(_latest(rows)),
+    )
     _write_csv(dest / "tests.csv", TEST_FIELDS, tests_rows(sections))
     _write_csv(
         dest / "causes.csv",

@@ -16,7 +16,9 @@ from pathlib import Path
 import jinja2
 
 from autograder.grading import STATUSES
+from autograder.grading.results.report import DIFFERENCES
 from autograder.grading.status import CELL_LABELS
+from autograder.grading.verdicts import UNDER_REVIEW
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
@@ -70,7 +72,18 @@ def _cell_notes(sub, result) -> list[str]:
 
 
 def _row(r) -> dict:
-    """What the template shows of one report row."""
+    """What the template shows of one report row (a difference between the two verdicts: "under
+    review", and no message of either: :mod:`..verdicts`)."""
+    if r.status in DIFFERENCES:
+        return {
+            "cls": "fail",
+            "grade_id": r.grade_id,
+            "kind": "hidden" if r.hidden else "visible",
+            "score": r.score,
+            "max_score": r.max_score,
+            "status": "under review",
+            "message": UNDER_REVIEW,
+        }
     return {
         "cls": "pass" if r.score >= r.max_score else "fail",
         "grade_id": r.grade_id,

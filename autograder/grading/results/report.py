@@ -26,12 +26,26 @@ from pathlib import Path
 from autograder.grading.status import LIMITS, MESSAGE, OF_CELL, Status
 from autograder.messages import STUB_HINT
 
-FIELDS = ["student", "assignment", "notebook", "grade_id", "score", "max_score", "status"]
+FIELDS = [
+    "student",
+    "assignment",
+    "notebook",
+    "grade_id",
+    "score",
+    "max_score",
+    "status",
+    "kernel_score",  # one kernel's verdict (stock nbgrader's), empty where it did not run
+    "judge_score",  # the judge's, empty where it did not grade (in-kernel)
+    "judge_status",  # its status, or not-confirmed / not-run
+    "judge_reason",  # what the judge said (its message's first line, or why it did not grade)
+]
 
 GRADED = (
     "ok",
     "in-kernel",
-)  # a test that ran to its end (in the judge, or in one kernel: calibrate.py)
+    "settled",
+)  # a test that ran to its end, the verdicts agreeing (or settled: grading.verdicts)
+DIFFERENCES = ("unconfirmed", "contradicted")  # the two verdicts differ: grading.verdicts
 
 
 @dataclass
@@ -47,6 +61,11 @@ class Row:
     hidden: bool = False
     error: str = ""  # the exception's type name, for a test that raised
     failure: dict | None = None  # a failed check's parts (the judge's :func:`failure_parts`)
+    kernel_score: float | None = None  # the two verdicts (grading.verdicts.merge)
+    judge_score: float | None = None
+    judge_status: str = ""
+    judge_reason: str = ""
+    kernel_status: str = ""
 
     def csv(self) -> dict:
         return {
@@ -57,7 +76,15 @@ class Row:
             "score": _num(self.score),
             "max_score": _num(self.max_score),
             "status": self.status,
+            "kernel_score": "" if self.kernel_score is None else _num(self.kernel_score),
+            "judge_score": "" if self.judge_score is None else _num(self.judge_score),
+            "judge_status": self.judge_status,
+            "judge_reason": _one_line(self.judge_reason)[:300],
         }
+
+
+def _one_line(text: str) -> str:
+    return " ".join((text or "").split())
 
 
 def _num(x: float) -> str:
@@ -211,6 +238,10 @@ def record(row: Row, attempt: int | None = None) -> dict:
         "score": float(row.score),
         "max_score": float(row.max_score),
         "status": row.status,
+        "kernel_score": row.kernel_score,
+        "judge_score": row.judge_score,
+        "judge_status": row.judge_status,
+        "judge_reason": (row.judge_reason or "")[:500],
         "hidden": bool(row.hidden),
         "error": row.error if failed else "",
         "message": (row.message or "")[:1500] if failed else "",
@@ -255,7 +286,7 @@ def review_lines(rows) -> list[str]:
     """One line per notebook with a status other than ok: what happened, for a human look."""
     notebooks: dict = {}
     for r in rows:
-        if r.status not in GRADED:
+        if r.status not in GRADED and r.status not in DIFFERENCES:  # (those: one line per row)
             notebooks.setdefault((r.student, r.assignment, r.notebook), []).append(r)
     lines = []
     for (student, assignment, notebook), rs in sorted(notebooks.items()):

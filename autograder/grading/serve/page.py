@@ -27,7 +27,7 @@ shown after the deadline.{% endif %}</p>{% endif %}
 {% for note in notes %}<p class='note'>{{ note }}</p>
 {% endfor %}{% if tests %}<table><thead><tr><th>test</th><th></th><th>result</th><th>message</th></tr></thead><tbody>
 {% for r in tests %}<tr class='{{ "pass" if r.passed else "fail" }}'><td><code>{{ r.test }}</code></td><td>{{ r.kind }}</td>\
-<td class='points'>{% if r.max_points is defined %}{{ r.points | g }} / {{ r.max_points | g }}{% else %}\
+<td class='points'>{% if r.under_review %}under review{% elif r.max_points is defined %}{{ r.points | g }} / {{ r.max_points | g }}{% else %}\
 {{ "passed" if r.passed else "failed" }}{% endif %}</td><td><pre>{{ r.message | default("") }}</pre></td></tr>
 {% endfor %}</tbody></table>{% endif %}</body></html>"""
 
@@ -37,7 +37,7 @@ _page = _env.from_string(PAGE)
 
 
 def headline(tests: list[dict]) -> str:
-    shown = [t for t in tests if "max_points" in t]
+    shown = [t for t in tests if "max_points" in t and not t.get("under_review")]
     text = ""
     if shown:
         text = (
@@ -45,11 +45,14 @@ def headline(tests: list[dict]) -> str:
         )
         if len(shown) < len(tests):
             text += " on the tests whose points are shown"
-    hidden = [t for t in tests if "max_points" not in t]
+    hidden = [t for t in tests if "max_points" not in t and not t.get("under_review")]
+    review = [t for t in tests if t.get("under_review")]
     if hidden:
         text += ("; " if text else "") + (
             f"hidden tests: {sum(t['passed'] for t in hidden)} of {len(hidden)} passed"
         )
+    if review:
+        text += ("; " if text else "") + f"{len(review)} under review"
     return text
 
 

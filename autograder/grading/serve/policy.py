@@ -60,11 +60,19 @@ class Policy:
 def student_rows(rows: list[dict], mode: str) -> list[dict]:
     """The rows as a student may see them: ``{"test", "kind", "passed", "points"?, "max_points"?,
     "status"?, "message"?}``. Built from scratch (never the instructor's row with fields removed)."""
+    from autograder.grading.verdicts import UNDER_REVIEW
+
     out = []
     for r in rows:
-        passed = r["score"] >= r["max_score"] and r["status"] in ("ok", "in-kernel")
+        review = r["status"] in ("unconfirmed", "contradicted")  # the two verdicts differ
+        passed = r["score"] >= r["max_score"] and r["status"] in ("ok", "in-kernel", "settled")
         item = {"test": r["grade_id"], "kind": "hidden" if r["hidden"] else "visible"}
         item["passed"] = passed
+        if review:  # neither verdict, nor either score: the instructor settles it
+            item.update(passed=False, under_review=True, status="under review")
+            item["message"] = UNDER_REVIEW
+            out.append(item)
+            continue
         if not r["hidden"] or mode in ("points", "everything"):
             item["points"] = r["score"]
             item["max_points"] = r["max_score"]

@@ -378,11 +378,15 @@ class Service:
             "assignment": a,
             "subs": {s.key: s for s in subs},
             "results": {},
+            "want": {},
             "problems": problems,
         }
         tasks = [] if problems else [s for s in subs if not s.status]
-        for s in tasks:
-            self.pool.put((sid, s.key), self.calibration.task(s, self.limits, self.imports))
+        for s in tasks:  # one kernel's run and the judge's (grading.verdicts)
+            runs = self.calibration.tasks(s, self.limits, self.imports)
+            self.inflight[sid]["want"][s.key] = set(runs)
+            for kind, task in runs.items():
+                self.pool.put((sid, (s.key, kind)), task)
         if not tasks:
             self.finish(sid)
 
@@ -391,8 +395,12 @@ class Service:
         if sid == "\0calibration" or sid not in self.inflight:
             return
         job = self.inflight[sid]
-        job["results"][key] = (result, error)
-        if all(s.status or k in job["results"] for k, s in job["subs"].items()):
+        key, kind = key
+        job["results"].setdefault(key, {})[kind] = (result, error)
+        if all(
+            s.status or set(job["results"].get(k, {})) == job["want"].get(k)
+            for k, s in job["subs"].items()
+        ):
             self.finish(sid)
 
     def finish(self, sid):
@@ -411,10 +419,13 @@ class Service:
             return
         notebooks, errors, all_rows = [], 0, []
         for key, sub in job["subs"].items():
-            result, error = job["results"].get(key, (None, None))
+            runs = job["results"].get(key, {})
+            error = next((e for _, e in runs.values() if e), None)
+            result = None
             try:
-                result = self.calibration.result(sub, result)
-                rows = self.calibration.rows_for(sub, result, error)
+                rows, result = self.calibration.rows(
+                    sub, {k: r for k, (r, _) in runs.items()}, error
+                )
             except Exception:  # noqa: BLE001 - a result the grader cannot read is its own failure
                 error = traceback.format_exc()
                 rows = report.rows_for(sub, None, error)
@@ -585,10 +596,17 @@ class Service:
     def write_grades(self):
         from autograder.grading.results import report
 
+        from autograder.grading.verdicts import difference_lines
+
         rows = [r for key in sorted(self.latest_rows) for r in self.latest_rows[key]]
         tmp = self.out / ".grades.csv.tmp"
         report.write_csv(tmp, rows)
         os.replace(tmp, self.out / "grades.csv")
+        # the instructor's view of what needs a look: the open differences first (grading.verdicts)
+        lines = difference_lines(rows, self.course.config.counts) + report.review_lines(rows)
+        tmp = self.out / ".review.txt.tmp"
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        os.replace(tmp, self.out / "review.txt")
 
     def sweep_intake(self):
         """Remove the private copies of submissions in a final state (released, refused,
