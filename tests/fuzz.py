@@ -619,6 +619,153 @@ def inkernel_loop_first(rng, uid):
     )
 
 
+# ---- grading v5's state classes (issue 35 item 5): what a test reads after a call, in one kernel
+
+
+def arg_array(rng, uid):
+    """A test that checks the student's function left its numpy argument alone."""
+    fn, n = _name(rng, "centered"), rng.randrange(3, 7)
+    right = f"def {fn}(a):\n    return a - a.mean()"
+    wrong = f"def {fn}(a):\n    a -= a.mean()\n    return a"
+    alt = f"import numpy as np\n\n\ndef {fn}(a):\n    return np.subtract(a, np.mean(a))"
+    test = (
+        f"import numpy as np\na = np.arange({n}, dtype=float)\nbefore = a.copy()\nr = {fn}(a)\n"
+        f"assert np.allclose(r, before - before.mean())\nassert np.array_equal(a, before), a"
+    )
+    return Unit(
+        "arg_array", [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test, 1)]
+    )
+
+
+def arg_list(rng, uid):
+    """Leave the list alone (a wrong answer sorts it in place), or change it in place (a wrong
+    answer returns a sorted copy): both read the argument after the call."""
+    keep, change = _name(rng, "ranked"), _name(rng, "sort_in_place")
+    xs = [rng.randrange(0, 50) for _ in range(rng.randrange(3, 7))]
+    return Unit(
+        "arg_list",
+        [
+            Answer(
+                f"{uid}_ans",
+                f"def {keep}(xs):\n    return sorted(xs)",
+                f"def {keep}(xs):\n    xs.sort()\n    return xs",
+                f"def {keep}(xs):\n    out = list(xs)\n    out.sort()\n    return out",
+            ),
+            (
+                "test",
+                f"{uid}_t1",
+                f"xs = {xs}\nassert {keep}(xs) == {sorted(xs)}\nassert xs == {xs}, xs",
+                1,
+            ),
+            Answer(
+                f"{uid}_ans2",
+                f"def {change}(xs):\n    xs.sort()",
+                f"def {change}(xs):\n    return sorted(xs)",
+                f"def {change}(xs):\n    xs[:] = sorted(xs)",
+            ),
+            ("test", f"{uid}_t2", f"ys = {xs}\n{change}(ys)\nassert ys == {sorted(xs)}, ys", 1),
+        ],
+    )
+
+
+def global_rng(rng, uid):
+    """A test seeds numpy's and Python's global generators and checks reproducibility."""
+    fn, n = _name(rng, "draw"), rng.randrange(2, 6)
+    right = f"import numpy as np\n\n\ndef {fn}(n):\n    return list(np.random.randint(0, 100, n))"
+    wrong = f"import numpy as np\n\n\ndef {fn}(n):\n    return list(np.random.default_rng().integers(0, 100, n))"
+    alt = f"import random\n\n\ndef {fn}(n):\n    return [random.randrange(100) for _ in range(n)]"
+    test = (
+        f"import random\nimport numpy as np\nnp.random.seed(1); random.seed(1)\nfirst = {fn}({n})\n"
+        f"np.random.seed(1); random.seed(1)\nassert {fn}({n}) == first\nassert len(first) == {n}"
+    )
+    return Unit(
+        "global_rng", [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test, 1)]
+    )
+
+
+def exception_subclass(rng, uid):
+    """The student's own exception class, a subclass of the one the test catches."""
+    fn = _name(rng, "parse_age")
+    right = f"def {fn}(s):\n    v = int(s)\n    if v < 0:\n        raise ValueError('negative')\n    return v"
+    wrong = f"def {fn}(s):\n    v = int(s)\n    if v < 0:\n        raise TypeError('negative')\n    return v"
+    alt = (
+        f"class NegativeAge(ValueError):\n    pass\n\n\ndef {fn}(s):\n    v = int(s)\n    if v < 0:\n"
+        f"        raise NegativeAge(s)\n    return v"
+    )
+    test = (
+        f"assert {fn}('7') == 7\ntry:\n    {fn}('-3')\nexcept ValueError:\n    pass\nelse:\n"
+        f"    raise AssertionError('no ValueError')"
+    )
+    return Unit(
+        "exception_subclass",
+        [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test, 1)],
+    )
+
+
+def captured_stdout(rng, uid):
+    """A test captures what the student's function prints (contextlib.redirect_stdout)."""
+    fn, name = _name(rng, "greet"), rng.choice(["ann", "bo", "cy"])
+    right = f"def {fn}(name):\n    print(f'Hello, {{name}}!')"
+    wrong = f"def {fn}(name):\n    print('Hello', name)"
+    alt = f"import sys\n\n\ndef {fn}(name):\n    sys.stdout.write('Hello, ' + name + '!\\n')"
+    test = (
+        f"import contextlib\nimport io\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n"
+        f"    {fn}('{name}')\nassert buf.getvalue() == 'Hello, {name}!\\n', buf.getvalue()"
+    )
+    return Unit(
+        "captured_stdout", [Answer(f"{uid}_ans", right, wrong, alt), ("test", f"{uid}_t1", test, 1)]
+    )
+
+
+def file_env_cwd(rng, uid):
+    """The student's code writes a file the test reads; reads an environment variable and the
+    working directory the test set."""
+    save, where = _name(rng, "save"), _name(rng, "where")
+    k = rng.randrange(10, 99)
+    return Unit(
+        "file_env_cwd",
+        [
+            Answer(
+                f"{uid}_ans",
+                f"def {save}(path, n):\n    with open(path, 'w') as fh:\n        fh.write(str(n))\n\n\n"
+                f"import os\n\n\ndef {where}():\n    return os.environ.get('FUZZ_DIR', '?') + ':' + os.path.basename(os.getcwd())",
+                f"def {save}(path, n):\n    return str(n)\n\n\ndef {where}():\n    return '?'",
+                f"from pathlib import Path\n\n\ndef {save}(path, n):\n    Path(path).write_text(f'{{n}}')\n\n\n"
+                f"import os\n\n\ndef {where}():\n    return f\"{{os.getenv('FUZZ_DIR', '?')}}:{{os.path.basename(os.getcwd())}}\"",
+            ),
+            (
+                "test",
+                f"{uid}_t1",
+                f"{save}('n{k}.txt', {k})\nassert open('n{k}.txt').read() == '{k}'",
+                1,
+            ),
+            (
+                "test",
+                f"{uid}_t2",
+                f"import os\nos.makedirs('d{k}', exist_ok=True)\nos.chdir('d{k}')\nos.environ['FUZZ_DIR'] = 'x{k}'\n"
+                f"try:\n    assert {where}() == 'x{k}:d{k}', {where}()\nfinally:\n    os.chdir('..')",
+                1,
+            ),
+        ],
+    )
+
+
+def global_mode(rng, uid):
+    """A student's cell sets a global mode (torch's default dtype, numpy's error handling) that
+    the test's own values then follow."""
+    fn = _name(rng, "zeros")
+    right = (
+        f"import numpy as np\nimport torch\ntorch.set_default_dtype(torch.float64)\nnp.seterr(divide='ignore')\n\n\n"
+        f"def {fn}(n):\n    return torch.zeros(n)"
+    )
+    wrong = f"import torch\n\n\ndef {fn}(n):\n    return torch.zeros(n)"
+    test = (
+        f"import numpy as np\nimport torch\nassert {fn}(2).dtype == torch.float64\nassert torch.ones(1).dtype == torch.float64\n"
+        f"assert np.isinf(np.float64(1.0) / np.float64(0.0))\ntorch.set_default_dtype(torch.float32)"
+    )
+    return Unit("global_mode", [Answer(f"{uid}_ans", right, wrong), ("test", f"{uid}_t1", test, 1)])
+
+
 @dataclass(frozen=True)
 class Idiom:
     make: object
@@ -652,6 +799,14 @@ IDIOMS = {
     "while_loop": Idiom(while_loop),
     "raises": Idiom(raises),
     "inkernel_loop_first": Idiom(inkernel_loop_first, True),
+    # grading v5's state classes: the score counted is one kernel's, so stock's by construction
+    "arg_array": Idiom(arg_array),
+    "arg_list": Idiom(arg_list),
+    "global_rng": Idiom(global_rng),
+    "exception_subclass": Idiom(exception_subclass),
+    "captured_stdout": Idiom(captured_stdout),
+    "file_env_cwd": Idiom(file_env_cwd, True),
+    "global_mode": Idiom(global_mode, True),
 }
 
 # the classes issue 26 lists as graded wrong today (idiom -> item)

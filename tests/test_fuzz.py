@@ -21,7 +21,11 @@ graded in one kernel (item 10: a grader started with SIGINT ignored never interr
 zygote now sets its own handler) is graded in tests/test_limits.py, and in the long run here
 (fuzz.LONG_RUN_ONLY: the fixed budget's seeded deal leaves it out). Every hostile vector fools
 stock nbgrader and none gains a point here (grading v4: each of its writes to a test-owned name is
-dropped, every row `ok`).
+dropped, every row `ok`). Grading v5 (issue 35): the score counted is one kernel's, stock's by
+construction, so every honest row agrees - the state classes the judge does not carry (arguments
+read after a call, numpy's and Python's global generators, exception subclasses, captured stdout,
+files, the environment and working directory, global modes) are in the grammar - and every pass a
+hostile vector forges in one kernel is a difference (status unconfirmed), never silent.
 """
 
 from __future__ import annotations
@@ -126,11 +130,23 @@ def test_hostile_student_never_beats_the_honest_wrong_twin(fuzzed, vector):
     assert len(rows) == len(fuzz.hostile_assignment(26))
     assert all(h["stock_wrong"] is not None for h in rows)
     bad = [
-        f"{h['unit']}: ours {h['ours']} ({h['status']}) > stock honest-wrong {h['stock_wrong']}"
+        f"{h['unit']}: ours {h['ours']} ({h['status']}), the judge {h['judge']} > stock "
+        f"honest-wrong {h['stock_wrong']}, or counted above it without a difference status"
         for h in rows
         if not h["holds"]
     ]
     assert not bad, "\n".join(bad)
+
+
+def test_every_forged_pass_is_a_difference_none_silent(fuzzed):
+    """Grading v5: the score counted is one kernel's (stock's, the default AutograderGrade.counts),
+    so an attack that fools stock is counted - and every such row says so (status unconfirmed,
+    the judge's score no more than the honest wrong twin's)."""
+    forged = [h for h in fuzzed["result"].hostile if h["ours"] > h["stock_wrong"]]
+    assert forged, "no vector fooled one kernel: the comparison proves nothing"
+    silent = [h for h in forged if h["status"] not in ("unconfirmed", "contradicted")]
+    assert not silent, silent
+    assert all(h["judge"] is not None and h["judge"] <= h["stock_wrong"] for h in forged), forged
 
 
 def test_generated_courses_are_honest_under_stock(fuzzed):

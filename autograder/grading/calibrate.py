@@ -73,6 +73,14 @@ class NotebookMode:
                 f"on all {n} test cells" + (" that compile" if broken else "")
             ] + broken
         judged = n - len(self.reasons)
+        if not judged:
+            out = [
+                head
+                + f"one kernel alone on all {n} test cells (status in-kernel, stock nbgrader's "
+                "verdict): the judge grades none of them:"
+            ]
+            out += [f"  {gid}: {why}" for gid, why in self.reasons.items()]
+            return out + broken
         out = [
             head
             + f"two verdicts on {judged} of {n} test cells; one kernel alone (status in-kernel, "

@@ -256,7 +256,10 @@ def _tests(ks, shell, restorer, outdir, send, me):
     n = 0
     while True:
         n += 1
+        # stdout and stderr apart: a call's print is stdout, and only a write to stderr fails a
+        # test (nbgrader's rule; one file for both made every debug print a stderr write)
         fd = _fresh(os.path.join(outdir, f"tests-{ks[0]}-{n}.txt"), read=True)
+        efd = _fresh(os.path.join(outdir, f"tests-{ks[0]}-{n}.err.txt"), read=True)
         _GRADER_FORK[0] = True  # the grader's own fork: not one of the submission's processes
         try:
             pid = os.fork()
@@ -264,7 +267,9 @@ def _tests(ks, shell, restorer, outdir, send, me):
             _GRADER_FORK[0] = False
         if pid == 0:
             try:
-                _redirect(fd)
+                os.dup2(efd, 2)
+                os.close(efd)
+                _redirect_stdout(fd)
                 serve(shell, restorer)
             except BaseException as exc:  # noqa: BLE001
                 import traceback
@@ -273,6 +278,7 @@ def _tests(ks, shell, restorer, outdir, send, me):
             finally:
                 os._exit(0)
         os.close(fd)
+        os.close(efd)
         status, killed = _wait_child(pid)
         _dbg("child exit", status, killed)
         send({"test-exit": _exit_code(status), "killed": killed})
@@ -574,6 +580,11 @@ def _written(fd) -> bool:
 def _redirect(fd):
     os.dup2(fd, 1)
     os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _redirect_stdout(fd):
+    os.dup2(fd, 1)
     os.close(fd)
 
 

@@ -633,7 +633,16 @@ class OutputMeter:
         return self.over(f"cell-{c}.txt")
 
     def test_over(self):
-        return self.over(self.test_file)
+        """Over the limit: the test process's stdout and stderr (two files) together."""
+        if not self.test_file:
+            return False
+        total = 0
+        for name in (self.test_file, self.test_file[: -len(".txt")] + ".err.txt"):
+            try:
+                total += os.lstat(os.path.join(self.outdir, name)).st_size
+            except OSError:
+                pass
+        return total > self.limit
 
     def tests_started(self, first):
         self.tests_first, self.test_n = first, 1

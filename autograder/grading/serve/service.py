@@ -595,7 +595,6 @@ class Service:
 
     def write_grades(self):
         from autograder.grading.results import report
-
         from autograder.grading.verdicts import difference_lines
 
         rows = [r for key in sorted(self.latest_rows) for r in self.latest_rows[key]]
