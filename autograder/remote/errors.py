@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-NEEDS_KERNEL = "needs-kernel"  # what the judge cannot carry: the notebook is graded in one kernel
+NEEDS_KERNEL = "needs-kernel"  # what the judge cannot carry: its verdict is "not confirmed"
 
 
 class StudentProcessError(BaseException):
@@ -21,15 +21,16 @@ class UnsupportedTest(StudentProcessError):
     defined in the test. Only data, and functions and classes of an importable module by reference
     (:mod:`autograder.probes`, torch, the standard library), cross to the student's process.
 
-    A grader limitation, never the student's fault: the status ``needs-kernel`` sends the
-    notebook to one kernel (:mod:`autograder.grading.calibrate` when the instructor's solution
-    does it, the run-time fallback when only a student's notebook does)."""
+    A grader limitation, never the student's fault: the status ``needs-kernel`` makes the judge's
+    verdict "not confirmed" (:mod:`autograder.grading.verdicts`): calibration gives the test cell to
+    one kernel alone when the instructor's solution does it; when only a student's notebook does,
+    the row is a difference the instructor sees, with one kernel's score counted by default."""
 
     def __init__(self, message):
         super().__init__(
             NEEDS_KERNEL,
             f"{message}: only data, and functions or classes of an importable module "
             "(autograder.probes, torch, the standard library) by reference, can cross "
-            "to the student's process (a grader limitation: the notebook is graded in "
-            "one kernel)",
+            "to the student's process (a grader limitation: the judge does not confirm "
+            "this test; one kernel's verdict stands)",
         )

@@ -283,7 +283,7 @@ class _Capture(io.TextIOBase):
 
 BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("__"))
 PLAIN = (int, float, str, bool, bytes, complex, tuple, list, dict, set, frozenset, type(None))
-NEEDS_KERNEL = "needs-kernel"  # a verdict's status: this notebook must be graded in one kernel
+NEEDS_KERNEL = "needs-kernel"  # a verdict's status: the judge cannot carry this (not confirmed)
 
 
 class Submission:
@@ -298,7 +298,8 @@ class Submission:
     every call (:meth:`rebind`: the test's bindings by identity). Where one kernel would let
     student code see a test's binding - a test rebinds a name the student's functions read and
     then calls student code, or a later student cell names what a test bound - and wherever a
-    report cannot be complete, the notebook is graded in one kernel (status ``needs-kernel``)."""
+    report cannot be complete, its verdicts from there on are "not confirmed" (status
+    ``needs-kernel``: :mod:`autograder.grading.verdicts`; one kernel's verdict is there anyway)."""
 
     def __init__(self, tests, code=None):
         from autograder import remote
@@ -315,7 +316,7 @@ class Submission:
         self.later = {k: _names(v) for k, v in later.items() if type(k) is str}
         self.cells_after = {k for k in code.get("cells_after") or () if type(k) is int}
         self.exports = _names(code.get("exports")) & BUILTIN_NAMES
-        self.kernel = None  # why this notebook is graded in one kernel (decided while grading)
+        self.kernel = None  # why the judge cannot carry this notebook from here on (not confirmed)
         self.dropped: list = []  # student writes aimed at test-owned names (review.txt)
         self.decoded: dict = {}  # name -> the container the judge decoded from the student for it
         self.snapshot: dict = {}  # the test's bindings when the current call was sent
@@ -379,7 +380,7 @@ class Submission:
         """Sent with each call: student names the running test deleted, or rebound to another
         of the student's own objects (a handle). Nothing else crosses by a name: a test's object
         bound under a name stays here; where one kernel would let the student's code see it (a
-        name the student defines and its functions read), the notebook needs one kernel."""
+        name the student defines and its functions read), the judge does not confirm it."""
         from autograder.remote import DELETED, Remote
 
         started = time.perf_counter()
@@ -592,7 +593,7 @@ class Submission:
         PROBLEMS.clear()
         STUBS.clear()
         started = time.perf_counter()
-        if self.kernel is not None:  # decided at an earlier test: the notebook needs one kernel
+        if self.kernel is not None:  # decided at an earlier test: not confirmed from there on
             return {
                 "passed": False,
                 "status": NEEDS_KERNEL,
@@ -634,7 +635,7 @@ class Submission:
                 self._after_test(k)
             except StudentProcessError:
                 pass
-        if self.kernel is not None:  # whatever else happened: graded again in one kernel
+        if self.kernel is not None:  # whatever else happened: not confirmed
             return {
                 "passed": False,
                 "status": NEEDS_KERNEL,

@@ -503,7 +503,7 @@ class _NotebookRun:
         self.garbled = False
         self.restored = []
         self.done = None
-        self.kernel = None  # why this notebook must be graded in one kernel (decided while grading)
+        self.kernel = None  # why the judge cannot carry this notebook (its verdicts: not confirmed)
         self.checks = [0, 0.0]  # the judge's invariant checks: count, seconds
 
     def run(self):
@@ -560,7 +560,7 @@ class _NotebookRun:
             if type(ks) is list and all(type(k) is int for k in ks):
                 self.test_process = True
                 self._run_tests(ks)
-            if self.kernel is not None:  # graded again in one kernel: the rest would be wasted
+            if self.kernel is not None:  # the rest is not confirmed: running it would be wasted
                 self.z.send({"op": "abort"})
             else:
                 self.z.send({"op": "continue"})
@@ -597,7 +597,7 @@ class _NotebookRun:
         return left
 
     def _run_test(self, k):
-        if self.kernel is not None:  # the judge cannot carry this notebook: graded in one kernel
+        if self.kernel is not None:  # the judge cannot carry this notebook: not confirmed
             return {"passed": False, "status": NEEDS_KERNEL, "message": self.kernel}
         deadline = Budget(self.timeout, self.pace)
         names, restored, status, dtype, complete = None, [], None, None, True
