@@ -114,3 +114,19 @@ def test_grades_csv_carries_both_verdicts():
     assert FIELDS[-4:] == ["kernel_score", "judge_score", "judge_status", "judge_reason"]
     assert Status.of("unconfirmed") is Status.UNCONFIRMED
     assert Status.of("contradicted") is Status.CONTRADICTED
+
+
+def test_a_settlement_holds_while_the_two_scores_are_the_ones_settled(tmp_path):
+    """`autograder serve` writes its grades from every attempt's rows, and a re-run of `autograder
+    grade` grades again: a settled difference stays settled only for the same two scores."""
+    (tmp_path / "settled.csv").write_text(
+        "settled_at,student,assignment,notebook,grade_id,was,kernel_score,judge_score,took,score\n"
+        "now,s,a,nb,t,unconfirmed,2,0,judge,0\n"
+    )
+    decisions = verdicts.settled(tmp_path)
+    same = verdicts.merge([row("t", 2.0)], [row("t", 0.0)], "kernel")
+    other = verdicts.merge([row("t", 2.0)], [row("t", 1.0)], "kernel")
+    verdicts.apply_settled(same + other, decisions)
+    assert (same[0].status, same[0].score) == ("settled", 0.0)
+    assert (other[0].status, other[0].score) == ("unconfirmed", 2.0)
+    verdicts.check_rows(same + other, "kernel")

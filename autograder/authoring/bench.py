@@ -11,7 +11,9 @@ both sides see the same load (the machine may be shared); its time is the mean o
 The first run starts with an empty calibration cache (its own, under the bench's folder), the
 second finds the first's (a second run of the same assignments: calibration and the preload
 list cached); each prints its start-up (before the first notebook) and grading time apart.
-Checks the scores are identical and prints both throughputs and their ratio. Every timing
+Then one verdict alone (``AutograderGrade.mode = "kernel"``, cache warm), for what the judge's
+verdict costs on top (grading v5 gives every test cell both). Checks the scores are identical
+(two verdicts: the score counted is one kernel's, so stock's) and prints the throughputs and ratios. Every timing
 covers the whole command (start-up, gradebook and feedback included); preparing the courses
 is not timed.
 """
@@ -121,7 +123,7 @@ def main(argv=None) -> int:
         )
         ours_timings.append(seconds)
 
-    run_ours("before, cache empty")
+    run_ours("before, cache empty, two verdicts")
     start = time.perf_counter()
     for a in sorted(
         {a for a, _, _ in pool()[: args.n]} if args.n < len(pool()) else stock.assignments
@@ -129,8 +131,27 @@ def main(argv=None) -> int:
         stock.autograde(a)
     stock_seconds = time.perf_counter() - start
     print(f"stock nbgrader autograde (serial):     {stock_seconds:7.1f} s", flush=True)
-    run_ours("after, cache warm")
+    run_ours("after, cache warm, two verdicts")
     our_seconds = sum(ours_timings) / len(ours_timings)
+    with open(out / "grades.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    our_scores = {
+        (r["assignment"], r["student"], r["notebook"], r["grade_id"]): float(r["score"])
+        for r in rows
+    }
+    differences = sum(r["status"] in ("unconfirmed", "contradicted") for r in rows)
+    # one verdict (one kernel's alone: AutograderGrade.mode = "kernel"), the cache warm, for the
+    # cost of the second verdict
+    config = ours.root / "nbgrader_config.py"
+    text = config.read_text()
+    config.write_text(text + '\nc.AutograderGrade.mode = "kernel"\n')
+    try:
+        run_ours("one verdict: one kernel's alone")
+        run_ours("one verdict: one kernel's alone, cache warm")
+    finally:
+        config.write_text(text)
+    one_seconds = ours_timings.pop()
+    ours_timings.pop()
 
     stock_scores = {
         (a, student, nb, gid): score
@@ -139,14 +160,10 @@ def main(argv=None) -> int:
         for nb, grades in nbs.items()
         for gid, (score, _) in grades.items()
     }
-    with open(out / "grades.csv", newline="") as fh:
-        our_scores = {
-            (r["assignment"], r["student"], r["notebook"], r["grade_id"]): float(r["score"])
-            for r in csv.DictReader(fh)
-        }
     same = stock_scores == our_scores
     n = args.n
     print(f"scores identical on all {len(stock_scores)} test cells: {'yes' if same else 'NO'}")
+    print(f"differences between the two verdicts: {differences} of {len(rows)} rows")
     print(
         f"stock nbgrader:   {stock_seconds / n:6.2f} s per submission, {60 * n / stock_seconds:7.1f} per minute"
     )
@@ -154,8 +171,12 @@ def main(argv=None) -> int:
         f"autograder grade: {our_seconds / n:6.2f} s per submission, {60 * n / our_seconds:7.1f} per minute"
     )
     print(
-        f"throughput ratio: {stock_seconds / our_seconds:.1f}x (cache empty "
+        f"throughput ratio, two verdicts: {stock_seconds / our_seconds:.1f}x (cache empty "
         f"{stock_seconds / ours_timings[0]:.1f}x, cache warm {stock_seconds / ours_timings[1]:.1f}x)"
+    )
+    print(
+        f"throughput ratio, one verdict (one kernel's): {stock_seconds / one_seconds:.1f}x; the "
+        f"judge's verdict costs {100 * (ours_timings[1] / one_seconds - 1):.0f}% more (cache warm)"
     )
     if not same:
         diff = sorted(

@@ -198,6 +198,7 @@ class GradeRun:
         # open and a sandbox ready (warm, its judge too)
         self.dropped: dict = {}  # key -> test-owned names the student's code wrote (dropped)
         self.invariant = [0, 0.0]  # the judge's checks after each call: count, seconds
+        self.settled: dict = {}  # OUT/settled.csv (verdicts.settled)
 
     # -- before grading --------------------------------------------------------------
     def read_settings(self):
@@ -236,8 +237,11 @@ class GradeRun:
             raise FileNotFoundError(f"no submissions folder {self.submissions_dir}")
 
     def make_output(self):
+        from autograder.grading.verdicts import settled
+
         self.out = self.args.out.resolve()
         self.out.mkdir(parents=True, exist_ok=True)
+        self.settled = settled(self.out)  # autograder settle's decisions of an earlier run
         self.imports = self.course.imports()
         self.options = Options(
             preload=self.imports,
@@ -416,11 +420,13 @@ class GradeRun:
         """One notebook's result (``results``: run -> result, :meth:`Calibration.tasks`): its
         rows, its feedback page, its gradebook entry."""
         from autograder.grading.results import feedback, report
+        from autograder.grading.verdicts import apply_settled
 
         calibration = self.calibration
         result = None
         try:
             rows, result = calibration.rows(sub, results or {}, error)
+            apply_settled(rows, self.settled)  # what the instructor settled stays settled
         except Exception:  # noqa: BLE001 - a result the grader cannot read is its own failure
             import traceback
 

@@ -164,6 +164,8 @@ def check_rows(rows, counts: str) -> None:
                 raise DifferenceHidden(f"{r.grade_id}: a difference status without two scores")
             continue
         differs = ks != js
+        if r.status == Status.SETTLED:
+            continue
         marked = r.status in (Status.UNCONFIRMED, Status.CONTRADICTED)
         if differs != marked:
             raise DifferenceHidden(
@@ -188,3 +190,46 @@ def difference_lines(rows, counts: str) -> list[str]:
             "`autograder settle` to close it)"
         )
     return lines
+
+
+def settled(out) -> dict:
+    """``OUT/settled.csv`` (:mod:`.results.settle`): ``{(student, assignment, notebook, grade_id):
+    (kernel_score, judge_score, took, score)}``, the latest entry of each row."""
+    import csv
+    from pathlib import Path
+
+    path = Path(out) / "settled.csv"
+    found: dict = {}
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            for e in csv.DictReader(fh):
+                key = (e["student"], e["assignment"], e["notebook"], e["grade_id"])
+                found[key] = (e["kernel_score"], e["judge_score"], e["took"], e["score"])
+    except (OSError, KeyError, ValueError):
+        return {}
+    return found
+
+
+def apply_settled(rows, decisions: dict) -> None:
+    """The instructor's settlements on rows graded again (``autograder serve`` writes its grades
+    from every attempt's rows; a re-run of ``autograder grade``): a difference whose two scores
+    are the ones settled keeps the settlement (status ``settled``); any other stays open."""
+
+    def num(x) -> str:
+        return format(float(x), "g")
+
+    for r in rows:
+        if r.status not in (Status.UNCONFIRMED, Status.CONTRADICTED):
+            continue
+        d = decisions.get((r.student, r.assignment, r.notebook, r.grade_id))
+        if d is None or r.kernel_score is None or r.judge_score is None:
+            continue
+        try:
+            same = (num(d[0]), num(d[1])) == (num(r.kernel_score), num(r.judge_score))
+            score = float(d[3])
+        except ValueError:
+            continue
+        if same:
+            r.status, r.score = Status.SETTLED.value, score
+            r.judge_reason = f"settled: took {d[2]}'s score; " + r.judge_reason
+            r.message = ""

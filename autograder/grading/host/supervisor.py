@@ -510,9 +510,10 @@ class _NotebookRun:
         from autograder.grading.host.reads import analyse
 
         tests = self.task["tests"]
-        code = analyse(self.task["items"], [t.get("source", "") for t in tests])
-        code["exports"] = list(self.task.get("exports", []))
-        self.judge.begin(tests, code)
+        if tests:  # (one kernel's run has none: no judge child for it)
+            code = analyse(self.task["items"], [t.get("source", "") for t in tests])
+            code["exports"] = list(self.task.get("exports", []))
+            self.judge.begin(tests, code)
         # the submission travels in the frame's body (as large as intake accepts, frames.MAX_TASK),
         # which the zygote never reads: the submission's own relay process does
         zy_task = {
@@ -529,7 +530,8 @@ class _NotebookRun:
                 aborted = True
             ev, body = self.z.read(timeout=30 if aborted else max(left, 0) + 1)
             self._zygote_event(ev, body)
-        self.judge.end()
+        if tests:
+            self.judge.end()
         result = self.done
         if "error" in result:
             raise WorkerFailure(result["error"])

@@ -41,6 +41,18 @@ def _iso(ts) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def _settled_rows(rows: list[dict], decisions: dict) -> list[dict]:
+    """Ledger rows (dicts) with the instructor's settlements applied (:func:`.verdicts.apply_settled`)."""
+    if not decisions:
+        return rows
+    from autograder.grading.results.report import Row
+    from autograder.grading.verdicts import apply_settled
+
+    objs = [Row(**r) for r in rows]
+    apply_settled(objs, decisions)
+    return [dataclasses.asdict(r) for r in objs]
+
+
 def log(message: str) -> None:
     stamp = dt.datetime.now(dt.UTC).strftime("%H:%M:%S.%f")[:-3]
     print(f"[serve {stamp}] {message}", file=sys.stderr, flush=True)
@@ -406,6 +418,7 @@ class Service:
     def finish(self, sid):
         from autograder.grading.results import feedback, report
         from autograder.grading.results.gradebook import write_autograded
+        from autograder.grading.verdicts import apply_settled, settled
 
         job = self.inflight.pop(sid)
         if job["problems"]:
@@ -426,6 +439,7 @@ class Service:
                 rows, result = self.calibration.rows(
                     sub, {k: r for k, (r, _) in runs.items()}, error
                 )
+                apply_settled(rows, settled(self.out))
             except Exception:  # noqa: BLE001 - a result the grader cannot read is its own failure
                 error = traceback.format_exc()
                 rows = report.rows_for(sub, None, error)
@@ -514,6 +528,8 @@ class Service:
 
     def views(self, row) -> list[dict]:
         """What the student may see of a graded row, one dict per notebook (the page, the JSON)."""
+        from autograder.grading.verdicts import settled
+
         result = json.loads(row["result"] or "{}")
         now = time.time()
         deadline = self.deadline(row["student"], row["assignment"])
@@ -549,12 +565,15 @@ class Service:
                 dict(base, notebook=nb.name, notes=notice, tests=[])
                 for nb in self.course.notebooks(row["assignment"])
             ]
+        decisions = settled(
+            self.out
+        )  # a difference the instructor settled is no longer under review
         return [
             dict(
                 base,
                 notebook=nb["notebook"],
                 notes=notice + nb["notes"],
-                tests=student_rows(nb["rows"], mode),
+                tests=student_rows(_settled_rows(nb["rows"], decisions), mode),
             )
             for nb in result["notebooks"]
         ]
@@ -595,9 +614,10 @@ class Service:
 
     def write_grades(self):
         from autograder.grading.results import report
-        from autograder.grading.verdicts import difference_lines
+        from autograder.grading.verdicts import apply_settled, difference_lines, settled
 
         rows = [r for key in sorted(self.latest_rows) for r in self.latest_rows[key]]
+        apply_settled(rows, settled(self.out))  # autograder settle, since these rows were graded
         tmp = self.out / ".grades.csv.tmp"
         report.write_csv(tmp, rows)
         os.replace(tmp, self.out / "grades.csv")
