@@ -172,26 +172,28 @@ def _is_notebook(item):
 # set-ups: each grading run, JupyterLab, the browser session, built once) and a notebook's nbval
 # cells whole (one kernel). (--dist loadgroup would allow finer units, but pytest-xdist 3.8.0's
 # groups do nothing under pytest 9.2: it renames item._nodeid, which pytest 9 no longer reads.)
-# The modules it starts first, longest first (seconds each took in the full run of 2026-11-26
-# 18:46 on 2 cores, its stock nbgrader runs now taken from tests/stock_memo.py), so that the two
+# The modules it starts first, longest first (worker-seconds each took in the full run of
+# 2026-11-28 23:35 on 2 cores, grading v5, its stock nbgrader runs taken from tests/stock_memo.py), so that the two
 # workers finish together; the rest keep their order. The lessons' nbval runs (each also its
 # figure check, tests/nbval_figures.py) go before the short modules, not last.
 FIRST = {
-    "tests/test_grading.py": 214,
-    "tests/test_any_course.py": 163,
-    "tests/test_serve.py": 145,
-    "tests/test_browser.py": 130,
-    "tests/test_selfcheck.py": 121,
-    "tests/test_fuzz.py": 75,
-    "tests/test_submit.py": 70,
-    "tests/test_autograde.py": 63,  # the real stock run of every solution and blank release
-    "tests/test_serve_hub.py": 43,
-    "tests/test_fullcheck.py": 40,
-    "tests/test_limits.py": 34,
-    "tests/test_fidelity_course.py": 20,
-    "tests/test_figures.py": 20,  # the checker on throwaway lessons
-    "tests/test_exercises_sync.py": 15,
-    "tests/test_collect.py": 12,
+    "tests/test_grading.py": 534,
+    "tests/test_serve.py": 247,
+    "tests/test_any_course.py": 235,
+    "tests/test_browser.py": 190,
+    "tests/test_selfcheck.py": 181,
+    "tests/test_fuzz.py": 142,
+    "tests/test_submit.py": 132,
+    "tests/test_autograde.py": 123,  # the real stock run of every solution and blank release
+    "tests/test_two_verdicts.py": 76,
+    "tests/test_fullcheck.py": 64,
+    "tests/test_gradebook.py": 58,
+    "tests/test_limits.py": 56,
+    "tests/test_serve_hub.py": 51,
+    "tests/test_figures.py": 37,  # the checker on throwaway lessons
+    "tests/test_fidelity_course.py": 33,
+    "tests/test_exercises_sync.py": 23,
+    "tests/test_collect.py": 18,
     **{str(lesson.relative_to(REPO)): 7 for lesson in sorted(REPO.glob("course/0[1-9]*.ipynb"))},
 }
 
