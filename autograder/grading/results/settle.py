@@ -43,7 +43,9 @@ def add_parser(subparsers):
     p = subparsers.add_parser(
         "settle",
         help="close differences between one kernel's verdict and the judge's (grades.csv, gradebook)",
-        description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 2)[2],
+        description=(__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 2)[2])
+        .replace(" (:mod:`..verdicts`)", "")
+        .replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("out", type=Path, help="the folder `autograder grade --out` wrote")
