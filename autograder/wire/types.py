@@ -140,5 +140,7 @@ class ResultFrame(TypedDict, total=False):
     restored: list[str]
     seconds: float
     error: str
-    needs_kernel: str  # why the judge could not carry the notebook (its later verdicts: not confirmed)
+    needs_kernel: (
+        str  # why the judge could not carry the notebook (its later verdicts: not confirmed)
+    )
     invariant: list  # the judge's checks after each call: [count, seconds]
