@@ -266,9 +266,7 @@ def grade_notebooks(paths, course_root=None, timeout: float = DEFAULT_TIMEOUT) -
         )
     reports = []
     for i, (sub, nb) in enumerate(subs):
-        runs = results.get(str(i), {})
-        error = next((e for _, e in runs.values() if e), None)
-        rows, result = calibration.rows(sub, {k: r for k, (r, _) in runs.items()}, error)
+        rows, result = calibration.rows(sub, results.get(str(i), {}))
         notes = feedback._cell_notes(sub, result)
         if _stubbed(nb):  # the stubs' own NotImplementedError is reported as TODO
             notes = [n for n in notes if not n.rstrip().endswith("raised: NotImplementedError:")]

@@ -241,15 +241,18 @@ class Calibration:
             out[JUDGE_RUN] = task
         return out
 
-    def rows(self, sub, results: dict, error=None):
-        """``(rows, shown)``: the merged rows of one notebook (``results``: run -> result, from
-        :meth:`tasks`), and the result whose cells a student may see (the judge's run: no test
-        ran in that process; without one, one kernel's cells before the first test)."""
+    def rows(self, sub, runs: dict):
+        """``(rows, shown)``: the merged rows of one notebook (``runs``: run -> ``(result,
+        error)``, the runs of :meth:`tasks`), and the result whose cells a student may see (the
+        judge's run: no test ran in that process; without one, one kernel's cells before the
+        first test)."""
         from autograder.grading.results.report import rows_for
 
         if sub.status:
             rows = rows_for(sub, None, None)
             return rows, None
+        error = run_error(runs)
+        results = {kind: result for kind, (result, _) in runs.items()}
         kernel = results.get(KERNEL_RUN)
         judge = results.get(JUDGE_RUN) if self.mode(sub) != KERNEL else None
         if error is not None or kernel is None or (self.mode(sub) != KERNEL and judge is None):
@@ -358,11 +361,14 @@ class Calibration:
             sum((r[0] or {}).get("seconds", 0.0) for runs in got.values() for r in runs.values())
         )
         for key, sub in by_key.items():
-            runs = got.get(key, {})
-            error = next((e for _, e in runs.values() if e), None)
-            rows, _ = self.rows(sub, {k: r for k, (r, _) in runs.items()}, error)
+            rows, _ = self.rows(sub, got.get(key, {}))
             out.append((sub, rows))
         return out
+
+
+def run_error(runs: dict) -> str | None:
+    """The grader's failure on either run of a notebook (``runs``: run -> ``(result, error)``)."""
+    return next((error for _, error in runs.values() if error), None)
 
 
 def _kernel_score(row) -> float:

@@ -374,7 +374,7 @@ class GradeRun:
         self.bar = report.progress(len(subs), enabled=not args.quiet)
         for sub in subs:
             if sub.status:
-                self.finish(sub, None, None)
+                self.finish(sub, {})
         # two runs per notebook (grading.verdicts): one kernel's and the judge's, merged when both
         # are in
         runs: dict = {}
@@ -383,16 +383,15 @@ class GradeRun:
             if s.status:
                 continue
             kinds = self.calibration.tasks(s, self.limits, self.imports)
-            runs[s.key] = {"want": set(kinds), "got": {}, "error": None}
+            runs[s.key] = (set(kinds), {})
             tasks.extend(((s.key, kind), task) for kind, task in kinds.items())
 
         def on_result(key, result, error):
             key, kind = key
-            job = runs[key]
-            job["got"][kind] = result
-            job["error"] = job["error"] or error
-            if set(job["got"]) == job["want"]:
-                self.finish(by_key[key], job["got"], job["error"])
+            want, got = runs[key]
+            got[kind] = (result, error)
+            if set(got) == want:
+                self.finish(by_key[key], got)
 
         try:
             if tasks:
@@ -416,16 +415,18 @@ class GradeRun:
                 self.writer.close()
         self.bar.close()
 
-    def finish(self, sub, results, error):
-        """One notebook's result (``results``: run -> result, :meth:`Calibration.tasks`): its
-        rows, its feedback page, its gradebook entry."""
+    def finish(self, sub, runs):
+        """One notebook's result (``runs``: run -> ``(result, error)``, the runs of
+        :meth:`Calibration.tasks`): its rows, its feedback page, its gradebook entry."""
+        from autograder.grading.calibrate import run_error
         from autograder.grading.results import feedback, report
         from autograder.grading.verdicts import apply_settled
 
         calibration = self.calibration
         result = None
+        error = run_error(runs)
         try:
-            rows, result = calibration.rows(sub, results or {}, error)
+            rows, result = calibration.rows(sub, runs)
             apply_settled(rows, self.settled)  # what the instructor settled stays settled
         except Exception:  # noqa: BLE001 - a result the grader cannot read is its own failure
             import traceback

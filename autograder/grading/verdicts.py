@@ -134,7 +134,6 @@ def _one(krow, jrow, counts, kernel_only, unconfirmable):
     row.status = Status.UNCONFIRMED.value if krow.score > jrow.score else Status.CONTRADICTED.value
     row.score = _score_of(counts, krow.score, jrow.score)
     row.message, row.error, row.failure = UNDER_REVIEW, "", None
-    row.kernel_status = krow.status
     return row
 
 

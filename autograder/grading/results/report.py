@@ -65,7 +65,6 @@ class Row:
     judge_score: float | None = None
     judge_status: str = ""
     judge_reason: str = ""
-    kernel_status: str = ""
 
     def csv(self) -> dict:
         return {

@@ -416,6 +416,7 @@ class Service:
             self.finish(sid)
 
     def finish(self, sid):
+        from autograder.grading.calibrate import run_error
         from autograder.grading.results import feedback, report
         from autograder.grading.results.gradebook import write_autograded
         from autograder.grading.verdicts import apply_settled, settled
@@ -433,12 +434,10 @@ class Service:
         notebooks, errors, all_rows = [], 0, []
         for key, sub in job["subs"].items():
             runs = job["results"].get(key, {})
-            error = next((e for _, e in runs.values() if e), None)
+            error = run_error(runs)
             result = None
             try:
-                rows, result = self.calibration.rows(
-                    sub, {k: r for k, (r, _) in runs.items()}, error
-                )
+                rows, result = self.calibration.rows(sub, runs)
                 apply_settled(rows, settled(self.out))
             except Exception:  # noqa: BLE001 - a result the grader cannot read is its own failure
                 error = traceback.format_exc()
