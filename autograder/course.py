@@ -16,6 +16,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from autograder.procs import run
@@ -80,6 +83,35 @@ def stock_autograde(root, assignment_names=None, env=None) -> dict:
     return results
 
 
+# nbgrader subcommands that start kernels
+KERNEL_COMMANDS = ("autograde", "validate")
+
+
+@contextmanager
+def stock_kernels() -> Iterator[list[str]]:
+    """Options for an ``nbgrader`` command that starts kernels: they talk over unix sockets in a
+    folder of this run's own (removed after), not TCP ports on localhost.
+
+    Why (issue 34): jupyter_client picks a kernel's five TCP ports by binding port 0 and closing
+    it, and the kernel binds them again later; a process starting kernels at the same moment can
+    take one in between, and the kernel dies with ``ZMQError: Address already in use``, which
+    nbclient reports as "Kernel died before replying to kernel_info" (seen in the fuzzer's stock
+    runs; reproduced with 16 processes starting kernels at once under load: 5 of 480 starts
+    failed, each kernel's stderr ending in that ZMQError, whether nbclient then said "died" or
+    "didn't respond in 60 seconds": tests/kernel_starts.py). Sockets in a private folder cannot
+    collide. What a kernel executes, and so every score, is unchanged. The folder's path is
+    absolute (the kernel runs in the notebook's folder, nbgrader in the course's) and short (a
+    unix socket's path is at most 107 bytes)."""
+    folder = tempfile.mkdtemp(prefix="nbgrader-ipc-")
+    try:
+        yield [
+            "--KernelManager.transport=ipc",
+            f"--KernelManager.ip={folder}/kernel",
+        ]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def nbgrader_command() -> list[str]:
     """``nbgrader`` of the running interpreter's environment."""
     return [sys.executable, "-m", "nbgrader"]
@@ -106,14 +138,19 @@ class TempCourse:
         env = dict(os.environ, **self.env)
         # nbgrader runs `alembic` (and kernels) from PATH: put this environment's bin first
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        return run(
-            [*nbgrader_command(), *args],
-            expect=0 if check else None,
-            cwd=self.root,
-            env=env,
-            timeout=timeout,
-            what="nbgrader",
-        )
+        with stock_kernels() as kernels:
+            return run(
+                [
+                    *nbgrader_command(),
+                    *args,
+                    *(kernels if args and args[0] in KERNEL_COMMANDS else []),
+                ],
+                expect=0 if check else None,
+                cwd=self.root,
+                env=env,
+                timeout=timeout,
+                what="nbgrader",
+            )
 
     def generate(self, db=True):
         """``nbgrader generate_assignment`` for every assignment (writes ``exercises/``)."""

@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["ProcessFailed", "explain", "explain_log", "run", "tail"]
+__all__ = ["ProcessFailed", "collapse", "explain", "explain_log", "run", "tail"]
 
 TAIL_LINES = 40  # of stdout and of stderr, each
 TAIL_CHARS = 4000
@@ -32,12 +32,28 @@ def tail(text: str | bytes | None, lines: int = TAIL_LINES, chars: int = TAIL_CH
         text = text.decode("utf-8", "replace")
     if not text.strip():
         return "(empty)"
-    kept = text.rstrip("\n").splitlines()[-lines:]
-    out = "\n".join(kept)
+    every = collapse(text.rstrip("\n").splitlines())
+    out = "\n".join(every[-lines:])
+    cut = len(every) > lines
     if len(out) > chars:
-        out = out[-chars:]
-    if out != text.rstrip("\n"):
-        out = "[...]\n" + out
+        out, cut = out[-chars:], True
+    return "[...]\n" + out if cut else out
+
+
+def collapse(lines: list[str]) -> list[str]:
+    """``lines`` with each run of identical lines kept once and counted: a warning that every
+    kernel of a stock run repeats must not push a dead kernel's last words out of the tail
+    (issue 34: 30 copies of ipykernel's "running over TCP" warning hid a ZMQError)."""
+    out: list[str] = []
+    k = 0
+    while k < len(lines):
+        n = 1
+        while k + n < len(lines) and lines[k + n] == lines[k]:
+            n += 1
+        out.append(lines[k])
+        if n > 1:
+            out.append(f"[... the line above {n - 1} more time{'s' if n > 2 else ''}]")
+        k += n
     return out
 
 

@@ -47,6 +47,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from autograder.course import stock_kernels
 from autograder.procs import explain
 from autograder.procs import run as run_process  # (run, below, is the fuzzer's own)
 
@@ -1185,9 +1186,17 @@ def grade_stock(root, assignment, students=None):
         ],
         cmd,
     ):
-        # no retry: a stock run that fails is reported with its command, status and output tails
-        # (issue 34: no failure of stock under load was reproduced, so none is retried unseen)
-        proc = run_process(step, expect=None, cwd=root, env=env, timeout=3600)
+        # no retry: a stock run that fails is reported with its command, status and output tails;
+        # its kernels talk over private unix sockets (autograder.course.stock_kernels: issue 34's
+        # cause, a TCP port taken between jupyter_client's pick and the kernel's bind)
+        with stock_kernels() as kernels:
+            proc = run_process(
+                step + (kernels if step is cmd else []),
+                expect=None,
+                cwd=root,
+                env=env,
+                timeout=3600,
+            )
         if proc.returncode != 0:
             message = f"stock {' '.join(step[3:5])} {assignment} failed:\n" + explain(
                 proc, cwd=root

@@ -23,6 +23,7 @@ import nbformat
 import nbgrader
 import pytest
 
+from autograder.course import stock_kernels
 from autograder.procs import explain, run
 
 COURSES = Path(__file__).parent / "fixtures" / "courses"
@@ -102,12 +103,22 @@ def stock_scores(course_root, assignment):
         timeout=None,
         env=env(),
     )
-    run(
-        [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"],
-        cwd=course_root,
-        timeout=None,
-        env=env(),
-    )
+    with stock_kernels() as kernels:  # (issue 34: no TCP port race between kernels)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "nbgrader",
+                "autograde",
+                assignment,
+                "--force",
+                "--log-level=ERROR",
+            ]
+            + kernels,
+            cwd=course_root,
+            timeout=None,
+            env=env(),
+        )
     from nbgrader.api import Gradebook
 
     from autograder.grading.config import load

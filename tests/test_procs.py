@@ -8,13 +8,16 @@ command past its time-out; ``tail``'s cuts; several allowed exit statuses; the m
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autograder.course import TempCourse
-from autograder.procs import ProcessFailed, explain, explain_log, run, tail
+from autograder.procs import ProcessFailed, collapse, explain, explain_log, run, tail
 
 NBGRADER_SAYS = "No notebooks were matched by"  # nbgrader's own line on stderr
 
@@ -84,6 +87,37 @@ def test_tail_keeps_the_last_lines_and_marks_a_cut():
     assert tail("a\nb\n") == "a\nb"  # nothing cut, nothing marked
     assert tail(b"caf\xc3\xa9\n") == "café"
     assert tail("  \n") == "(empty)" and tail(None) == "(not captured)"
+
+
+def test_a_repeated_warning_does_not_push_the_real_error_out_of_the_tail():
+    """Issue 34: every kernel of a stock run printed ipykernel's TCP warning; 30 copies filled
+    the tail and cut the dead kernel's ZMQError. Runs of one line are kept once, counted."""
+    warning = "[IPKernelApp] WARNING | Kernel is running over TCP without encryption."
+    text = "Traceback\nzmq.error.ZMQError: Address already in use\n" + (warning + "\n") * 60
+    kept = tail(text, lines=5)
+    assert kept.splitlines() == [
+        "Traceback",
+        "zmq.error.ZMQError: Address already in use",
+        warning,
+        "[... the line above 59 more times]",
+    ]
+    assert tail("a\na\n") == "a\n[... the line above 1 more time]"  # collapsed, nothing cut
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "", "[... x]"]), max_size=40))
+def test_collapse_loses_no_line_and_keeps_the_order(lines):
+    """The rule: expanding each counted run gives back exactly the lines it was given."""
+    out = collapse(lines)
+    back: list[str] = []
+    for line in out:
+        m = re.fullmatch(r"\[\.\.\. the line above (\d+) more times?\]", line)
+        if m and back:
+            back += [back[-1]] * int(m.group(1))
+        else:
+            back.append(line)
+    assert back == lines
+    assert all(a != b for a, b in zip(out, out[1:], strict=False))  # no run is left uncollapsed
 
 
 def test_expect_takes_one_status_several_or_any():
