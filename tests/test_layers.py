@@ -28,6 +28,7 @@ LAYERS = [
     ("autograder.checks", 2),  # what test cells import
     ("autograder.probes", 2),  # what test cells hand to student code
     ("autograder.learner", 3),  # the learner's tools: visible self-check, submit
+    ("autograder.doctor", 3),  # the in-place doctor, a learner's debugging aid
     ("autograder.grading", 4),  # autograder grade (its sides checked below)
     ("autograder.selfcheck", 5),  # front: what notebooks import (check(), progress()), the
     ("autograder.progress", 5),  # learner's commands that grade (the full check), the command
