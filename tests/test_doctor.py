@@ -161,3 +161,50 @@ def test_ipython_extension_reports_after_the_traceback(capsys):
         assert not _get_current_function_mode_stack()
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_an_exercise_answer_that_uses_the_doctor_gets_full_marks(tmp_path, needs_bubblewrap):
+    """Exercise 5 tells its learners they may use the doctor: an answer that keeps it on inside
+    its step is graded like any other (the full check: the sandbox, both verdicts)."""
+    import subprocess
+
+    import nbformat
+
+    from autograder.course import EXERCISES, SOLUTIONS
+
+    sol = nbformat.read(SOLUTIONS / "05_diagnosis" / "05_diagnosis.ipynb", as_version=4)
+    answers = {
+        c.metadata["nbgrader"]["grade_id"]: re.sub(
+            r"(?m)^[ \t]*### (BEGIN|END) SOLUTION\n", "", c.source
+        )
+        for c in sol.cells
+        if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")
+    }
+    nb = nbformat.read(EXERCISES / "05_diagnosis" / "05_diagnosis.ipynb", as_version=4)
+    head = "def fixed_step_1(G, D, opt_G, opt_D, real, z):\n"
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if c.cell_type == "code" and gid in answers:
+            c.source = answers[gid]
+            if gid == "fixed_step_1":
+                assert head in c.source
+                c.source = "from autograder.doctor import inplace_doctor\n\n" + c.source.replace(
+                    head,
+                    head + "    with inplace_doctor():\n"
+                    "        return _fixed_step_1(G, D, opt_G, opt_D, real, z)\n\n\n"
+                    "def _fixed_step_1(G, D, opt_G, opt_D, real, z):\n",
+                    1,
+                )
+    path = tmp_path / "05_diagnosis.ipynb"
+    nbformat.write(nb, path)
+    autograder = Path(sys.executable).with_name("autograder")
+    proc = subprocess.run(
+        [str(autograder), "check", "--hidden", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    from autograder.procs import explain
+
+    assert proc.returncode == 0, explain(proc)
+    assert "Full marks" in proc.stdout and "under review" not in proc.stdout, proc.stdout
