@@ -47,6 +47,21 @@ def run_steps(step, build, steps):
     return out
 
 
+def run_versions(step, build, steps):
+    """Runs where your code runs: ``steps`` consecutive calls of ``step`` on what ``build()`` makes;
+    per call, how far each parameter's version counter moved (an in-place write autograd can see
+    moves it; a write through ``.data`` does not)."""
+    nets, calls = build()
+    params = {f"{k}.{n}": p for k, net in nets.items() for n, p in net.named_parameters()}
+    out = []
+    for i in range(steps):
+        torch.manual_seed(100 + i)
+        before = {name: p._version for name, p in params.items()}
+        step(*calls[i % len(calls)])
+        out.append({name: p._version - before[name] for name, p in params.items()})
+    return out
+
+
 def gan(seed=0, optimizer="sgd", dtype=torch.float32, batch=16):
     """Steps 1 and 4: a small G and D, their optimizers, two batches ``(real, z)``."""
     torch.manual_seed(seed)
