@@ -51,6 +51,27 @@ def test_executed_and_error_cells_tagged(path):
         )
 
 
+@pytest.mark.parametrize(
+    "path",
+    [p for p in LESSONS if not p.name.startswith("00_")],  # (the start pages prompt nothing)
+    ids=lambda p: p.relative_to(REPO).as_posix(),
+)
+def test_a_predict_prompt_does_not_show_its_answer(path):
+    """Predictions that are predictions (issue 38, the review's N17): the code cell after each
+    "predict, then run" prompt ships with its outputs collapsed (JupyterLab's ``outputs_hidden``),
+    so the learner runs it, or opens its output, to see the answer; nbval still compares them."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and re.search(r"\bpredict,\s+then\b", cell.source, re.I):
+            j = next(j for j in range(i + 1, len(nb.cells)) if nb.cells[j].cell_type == "code")
+            answer = nb.cells[j]
+            assert answer.outputs, f"cell {j}: the answer to cell {i}'s prompt has no output"
+            assert answer.metadata.get("jupyter", {}).get("outputs_hidden") is True, (
+                f"cell {j} answers cell {i}'s 'predict, then run' prompt: collapse its outputs "
+                '(metadata {"jupyter": {"outputs_hidden": true}})'
+            )
+
+
 @pytest.mark.parametrize("path", LESSONS + SOURCES, ids=lambda p: p.relative_to(REPO).as_posix())
 def test_outputs_have_no_volatile_text(path):
     nb = nbformat.read(path, as_version=4)
