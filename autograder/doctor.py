@@ -431,12 +431,12 @@ def report_saved(message: str, notes: Notes) -> str | None:
         return "\n".join(lines)
     storage, writes = found[0]
     savers = [s for s in candidates if s.storage == storage]
-    seen = set()
+    groups: dict = {}  # one entry per (node, line): "MulBackward0 saved its self and other"
     for s in savers:
-        key = (s.node, s.attr, s.site.user)
-        if key in seen:
-            continue
-        seen.add(key)
+        groups.setdefault((s.node, s.site.user, s.attr == "output"), []).append(s)
+    for group in groups.values():
+        s = group[0]
+        attrs = " and ".join(dict.fromkeys(g.attr for g in group))
         if s.site.user is None:  # a custom Function's save_for_backward: its line is not seen
             lines.append(
                 f"  saved by   {s.node}'s forward (ctx.save_for_backward), version {s.version}"
@@ -448,7 +448,7 @@ def report_saved(message: str, notes: Notes) -> str | None:
             )
         else:
             lines.append(f"  saved by   {s.site.where()}")
-            lines.append(f"             ({s.node} saved its {s.attr}, at version {s.version})")
+            lines.append(f"             ({s.node} saved its {attrs}, at version {s.version})")
     for w in writes:
         lines.append(f"  written by {w.site.where()}")
         mark = "  <- the write that broke it" if w.before == expected else ""
