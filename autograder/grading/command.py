@@ -359,7 +359,10 @@ class GradeRun:
 
         course = self.course
         self.writer = GradebookWriter(
-            course.root, course.config.gradebook_url, course.config.course_id
+            course.root,
+            course.config.gradebook_url,
+            course.config.course_id,
+            late_plugin=course.config.late_plugin,
         )
         for a in sorted({s.assignment for s in self.subs}):
             for nb in course.notebooks(a):

@@ -57,6 +57,9 @@ class CourseConfig:
     exchange_root: str = "/srv/nbgrader/exchange"  # Exchange.root (autograder serve)
     groupshared: bool = False  # CourseDirectory.groupshared: the exchange's modes for a group
     serve: dict = field(default_factory=dict)  # AutograderServe.* (autograder serve's policy)
+    # AssignLatePenalties.plugin_class, made as nbgrader autograde makes it (LateSubmissionPlugin,
+    # penalty_method 'none' by default): late_submission_penalty(student, score, seconds_late)
+    late_plugin: object = field(default=None, repr=False, compare=False)
 
     @property
     def source(self) -> Path:
@@ -105,6 +108,10 @@ def load(root) -> CourseConfig:
         cd = app.coursedir
         execute = Execute(parent=app)
         hidden = ClearHiddenTests(parent=app)
+        from nbgrader.preprocessors import AssignLatePenalties
+
+        late = AssignLatePenalties(parent=app)
+        late.init_plugin()
         preload = app.config.get("AutograderGrade", {}).get("preload")
         mode = app.config.get("AutograderGrade", {}).get("mode", "judge")
         if mode not in MODES:
@@ -144,6 +151,7 @@ def load(root) -> CourseConfig:
             exchange_root=str(app.config.get("Exchange", {}).get("root", "/srv/nbgrader/exchange")),
             serve=dict(app.config.get("AutograderServe", {})),
             groupshared=bool(cd.groupshared),
+            late_plugin=late.plugin_inst,
         )
     finally:
         AutogradeApp.clear_instance()

@@ -80,8 +80,9 @@ MEANING = {
     Status.INVALID_NOTEBOOK: "the file is not a readable notebook (bad JSON, not nbformat, too large, nested too "
     "deeply, not a regular file) or is behind a symbolic link (never followed); score 0",
     Status.MISSING_NOTEBOOK: "the assignment folder has no notebook of that name; score 0",
-    Status.REFUSED: "not graded: the student folder's name is not a usable student id (nothing in it was read, "
-    "no feedback or gradebook entry is written); score 0",
+    Status.REFUSED: "not graded: the student folder's name is not a usable student id, or the "
+    "submission's timestamp.txt is not a time nbgrader reads (stock refuses it too); nothing in it "
+    "was read, no feedback or gradebook entry is written; score 0",
     Status.GRADER_ERROR: "the grader itself failed on this submission (a bug or a broken sandbox; "
     "the command exits non-zero); score 0",
 }

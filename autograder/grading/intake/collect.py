@@ -229,6 +229,7 @@ class Submission:
     items: list = field(default_factory=list)
     layout: list = field(default_factory=list)
     files: list = field(default_factory=list)
+    timestamp: object = None  # timestamp.txt's time (a datetime, UTC), when the folder has one
 
     @property
     def key(self) -> str:
@@ -476,13 +477,18 @@ def find_submissions(folder: Path, course: Course, warn=print) -> list[Submissio
             if not a_is_dir:
                 continue
             files = _extra_files(a_dir)
+            timestamp, bad_timestamp = read_timestamp(a_dir)
+            if bad_timestamp:
+                warn(bad_timestamp)
+                out += _rows_only(student, a, course, "refused", bad_timestamp)
+                continue
             known = {s.name for s in course.notebooks(a)}
             for extra, path, _, _ in _entries(a_dir):
                 if extra.endswith(".ipynb") and extra[:-6] not in known:
                     warn(f"ignoring {path}: not a notebook of the assignment")
             for source in course.notebooks(a):
                 path = a_dir / f"{source.name}.ipynb"
-                sub = Submission(student, a, source.name, path, source)
+                sub = Submission(student, a, source.name, path, source, timestamp=timestamp)
                 if not os.path.lexists(path):
                     sub.path, sub.status = None, "missing-notebook"
                     sub.message = f"no {source.name}.ipynb in the submitted folder"
@@ -502,6 +508,38 @@ def find_submissions(folder: Path, course: Course, warn=print) -> list[Submissio
                         sub.files = files
                 out.append(sub)
     return out
+
+
+TIMESTAMP = "timestamp.txt"
+
+
+def read_timestamp(folder: Path):
+    """``(time, problem)``: the submission's ``timestamp.txt`` as ``nbgrader autograde`` reads it
+    (``CourseDirectory.get_existing_timestamp``: nbgrader's ``parse_utc``); ``(None, None)`` when
+    there is none or it is empty (stock warns and records no time); ``(None, message)`` when it
+    cannot be read as a time: stock refuses that submission ("Invalid timestamp string"), and so
+    is it here (rows ``refused``, with the reason; no gradebook entry, as stock makes none)."""
+    path = Path(folder) / TIMESTAMP
+    if not path.is_file() or path.is_symlink():
+        return None, None
+    try:
+        text = path.read_bytes()[:200].decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        text = None
+    if text == "":
+        return None, None
+    from nbgrader.utils import parse_utc
+
+    try:
+        if text is None:
+            raise ValueError(text)
+        return parse_utc(text), None
+    except (ValueError, OverflowError, TypeError):
+        shown = repr(text[:40]) if text is not None else "bytes that are not text"
+        return None, (
+            f"{TIMESTAMP} holds {shown}, which is not a date and time nbgrader reads: the "
+            "submission is not graded (stock nbgrader autograde refuses it too)"
+        )
 
 
 def _rows_only(student, assignment, course, status, message):

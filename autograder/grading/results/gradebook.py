@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -20,7 +21,9 @@ import nbformat
 
 
 class GradebookWriter:
-    def __init__(self, course_root: Path, db_url: str | None = None, course_id: str = ""):
+    def __init__(
+        self, course_root: Path, db_url: str | None = None, course_id: str = "", late_plugin=None
+    ):
         from nbgrader.api import Gradebook
 
         # nbgrader runs `alembic` from PATH: use this environment's
@@ -31,6 +34,7 @@ class GradebookWriter:
         self.db_url = db_url or f"sqlite:///{self.root / 'gradebook.db'}"
         self.gb = Gradebook(self.db_url, course_id)  # as nbgrader autograde opens it
         self._registered = set()
+        self.late_plugin = late_plugin  # config.CourseConfig.late_plugin
 
     def close(self):
         self.gb.close()
@@ -127,10 +131,15 @@ class GradebookWriter:
         self.register(sub.source)
         gb = self.gb
         gb.update_or_create_student(sub.student)
-        try:
-            gb.find_submission(sub.assignment, sub.student)
-        except MissingEntry:
-            gb.add_submission(sub.assignment, sub.student)
+        # the submission's time, as nbgrader autograde records it: timestamp.txt's, else whatever
+        # the gradebook holds already
+        if getattr(sub, "timestamp", None) is not None:
+            gb.update_or_create_submission(sub.assignment, sub.student, timestamp=sub.timestamp)
+        else:
+            try:
+                gb.find_submission(sub.assignment, sub.student)
+            except MissingEntry:
+                gb.add_submission(sub.assignment, sub.student)
         # one query for the notebook's grades with their cells' names (nbgrader's find_grade is
         # one query per cell, and each grade's ``name`` another)
         from nbgrader.api import BaseCell, Grade
@@ -147,6 +156,22 @@ class GradebookWriter:
             )
             grade.auto_score = float(row.score)
             grade.needs_manual_grade = False
+        gb.db.commit()
+        self._late_penalty(sub)
+
+    def _late_penalty(self, sub) -> None:
+        """nbgrader's AssignLatePenalties, as ``nbgrader autograde`` applies it after grading a
+        notebook: no penalty unless the submission is late; then the plugin's, kept within
+        ``[0, score]``."""
+        gb = self.gb
+        submission = gb.find_submission(sub.assignment, sub.student)
+        notebook = gb.find_submission_notebook(sub.notebook, sub.assignment, sub.student)
+        notebook.late_submission_penalty = None
+        late = submission.total_seconds_late
+        if late > 0 and self.late_plugin is not None:
+            penalty = self.late_plugin.late_submission_penalty(sub.student, notebook.score, late)
+            if penalty is not None:
+                notebook.late_submission_penalty = min(max(penalty, 0), notebook.score)
         gb.db.commit()
 
 
@@ -235,4 +260,8 @@ def write_autograded(autograded_dir: Path, sub, rows, result) -> Path | None:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{sub.notebook}.ipynb"
     nbformat.write(nb, path)
+    if getattr(sub, "timestamp", None) is not None and sub.path is not None:
+        stamp = Path(sub.path).parent / "timestamp.txt"  # copied, as nbgrader autograde copies it
+        if stamp.is_file() and not stamp.is_symlink():
+            shutil.copyfile(stamp, folder / "timestamp.txt")
     return path

@@ -118,7 +118,9 @@ class Service:
         self.limits, self.options, self.imports = run.limits, run.options, run.imports
         self.pool = ServicePool(args.jobs, self.options, args.scheduler).start()
         self.calibration = Calibration(course)
-        self.gradebook = GradebookWriter(course.root, config.gradebook_url, config.course_id)
+        self.gradebook = GradebookWriter(
+            course.root, config.gradebook_url, config.course_id, late_plugin=config.late_plugin
+        )
         return self
 
     def start(self) -> threading.Thread:
