@@ -114,3 +114,31 @@ def test_an_unreadable_timestamp_refuses_that_submission_and_says_why(courses):
     assert rows and all(",refused," in row for row in rows), rows
     assert BAD not in _gradebook(courses["ours_root"])  # as stock: nothing recorded for it
     assert "timestamp.txt holds 'yesterday-ish'" in courses["ours"].stdout + courses["ours"].stderr
+
+
+def test_student_and_notebook_patterns_select_as_nbgraders(courses, tmp_path):
+    """nbgrader's --student and --notebook (glob patterns), and its --force, on `autograder grade`."""
+    ours = courses["ours_root"]
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("autograder")),
+            "grade",
+            str(ours / "submitted"),
+            "--out",
+            str(tmp_path / "out"),
+            "--course",
+            str(ours),
+            "--student",
+            "late*",
+            "--notebook",
+            NOTEBOOK,
+            "--force",
+            "--no-gradebook",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, explain(proc)
+    lines = (tmp_path / "out" / "grades.csv").read_text().splitlines()[1:]
+    assert {line.split(",")[0] for line in lines} == {"late1h", "late4h"}

@@ -115,6 +115,29 @@ def add_parser(subparsers):
         help="grade only this assignment (repeatable; default: every assignment submitted)",
     )
     p.add_argument(
+        "--student",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="grade only the students whose id matches this glob pattern, as nbgrader's --student "
+        "(repeatable; default: every student)",
+    )
+    p.add_argument(
+        "--notebook",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="grade only the notebooks whose name matches this glob pattern, as nbgrader's "
+        "--notebook (repeatable; default: every notebook)",
+    )
+    p.add_argument(
+        "-f",
+        "--force",
+        action="store_true",
+        help="nbgrader's flag, accepted: every submission selected is graded every time (without "
+        "it nbgrader skips a submission it has autograded already)",
+    )
+    p.add_argument(
         "--no-gradebook",
         action="store_true",
         help="do not write the nbgrader gradebook and autograded/ notebooks",
@@ -321,6 +344,14 @@ class GradeRun:
             if unknown:
                 raise ValueError(f"no assignment {', '.join(sorted(unknown))} in {course.source}")
             subs = [s for s in subs if s.assignment in args.assignment]
+        from fnmatch import fnmatchcase
+
+        for flag, of in (("student", lambda s: s.student), ("notebook", lambda s: s.notebook)):
+            patterns = getattr(args, flag, None)
+            if patterns:
+                subs = [s for s in subs if any(fnmatchcase(of(s), p) for p in patterns)]
+                if not subs:
+                    print(f"no submission matches --{flag} {' '.join(patterns)}", file=sys.stderr)
         self.subs = subs
         refused = {a: course.unsupported(a) for a in sorted({s.assignment for s in subs})}
         self.refused = {a: p for a, p in refused.items() if p}
