@@ -159,6 +159,23 @@ def add_parser(subparsers):
     return p
 
 
+def _unknown_students_refused(subs, config):
+    """``Autograde.create_student = False``: a student the gradebook does not know is not graded,
+    as nbgrader autograde refuses it ("No student with ID ... exists in the database")."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(config.gradebook_url, config.course_id) as gb:
+        known = {s.id for s in gb.students}
+    for sub in subs:
+        if sub.student not in known and sub.status != "refused":
+            sub.status = "refused"
+            sub.message = (
+                f"no student with ID {sub.student!r} in the gradebook, and the course's "
+                "Autograde.create_student is False: not graded (nbgrader autograde refuses it too)"
+            )
+    return subs
+
+
 def _course_root(arg):
     return (arg if arg is not None else Path.cwd()).resolve()
 
@@ -344,6 +361,11 @@ class GradeRun:
             if unknown:
                 raise ValueError(f"no assignment {', '.join(sorted(unknown))} in {course.source}")
             subs = [s for s in subs if s.assignment in args.assignment]
+        excluded = set(course.config.student_id_exclude)  # CourseDirectory.student_id_exclude
+        if excluded:
+            subs = [s for s in subs if s.student not in excluded]
+        if not course.config.create_student:
+            subs = _unknown_students_refused(subs, course.config)
         from fnmatch import fnmatchcase
 
         for flag, of in (("student", lambda s: s.student), ("notebook", lambda s: s.notebook)):
@@ -488,7 +510,13 @@ class GradeRun:
             self.writer.record(sub, rows)
             from autograder.grading.results.gradebook import write_autograded
 
-            write_autograded(self.course.config.autograded, sub, rows, result)
+            write_autograded(
+                self.course.config.autograded,
+                sub,
+                rows,
+                result,
+                self.course.config.permissions,
+            )
         self.bar.update(1)
 
     # -- after grading ---------------------------------------------------------------

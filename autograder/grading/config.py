@@ -60,6 +60,11 @@ class CourseConfig:
     # AssignLatePenalties.plugin_class, made as nbgrader autograde makes it (LateSubmissionPlugin,
     # penalty_method 'none' by default): late_submission_penalty(student, score, seconds_late)
     late_plugin: object = field(default=None, repr=False, compare=False)
+    # nbgrader's autograde settings that decide which submissions are graded and how autograded/
+    # is written, honoured as stock honours them
+    student_id_exclude: list = field(default_factory=list)  # CourseDirectory.student_id_exclude
+    create_student: bool = True  # Autograde.create_student
+    permissions: int = 0o444  # Autograde.permissions (octal digits, as nbgrader writes them: 444)
 
     @property
     def source(self) -> Path:
@@ -112,6 +117,9 @@ def load(root) -> CourseConfig:
 
         late = AssignLatePenalties(parent=app)
         late.init_plugin()
+        from nbgrader.converters import Autograde
+
+        converter = Autograde(coursedir=app.coursedir, parent=app)
         preload = app.config.get("AutograderGrade", {}).get("preload")
         mode = app.config.get("AutograderGrade", {}).get("mode", "judge")
         if mode not in MODES:
@@ -152,6 +160,11 @@ def load(root) -> CourseConfig:
             serve=dict(app.config.get("AutograderServe", {})),
             groupshared=bool(cd.groupshared),
             late_plugin=late.plugin_inst,
+            student_id_exclude=[
+                x.strip() for x in str(cd.student_id_exclude or "").split(",") if x.strip()
+            ],
+            create_student=bool(converter.create_student),
+            permissions=int(str(converter.permissions), 8),
         )
     finally:
         AutogradeApp.clear_instance()

@@ -252,16 +252,31 @@ def _not_run(cell, source):
     return cell
 
 
-def write_autograded(autograded_dir: Path, sub, rows, result) -> Path | None:
+def write_autograded(
+    autograded_dir: Path, sub, rows, result, permissions: int = 0o444
+) -> Path | None:
+    """``autograded/<student>/<assignment>/<notebook>.ipynb`` (and ``timestamp.txt``), with the
+    file mode nbgrader autograde gives its outputs (``Autograde.permissions``: read-only, 444, by
+    default; a file of an earlier run is replaced, as stock replaces it)."""
     nb = autograded_notebook(sub, rows, result)
     if nb is None:
         return None
     folder = Path(autograded_dir) / sub.student / sub.assignment
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{sub.notebook}.ipynb"
+    _replace(path)
     nbformat.write(nb, path)
+    os.chmod(path, permissions)
     if getattr(sub, "timestamp", None) is not None and sub.path is not None:
         stamp = Path(sub.path).parent / "timestamp.txt"  # copied, as nbgrader autograde copies it
         if stamp.is_file() and not stamp.is_symlink():
+            _replace(folder / "timestamp.txt")
             shutil.copyfile(stamp, folder / "timestamp.txt")
+            os.chmod(folder / "timestamp.txt", permissions)
     return path
+
+
+def _replace(path: Path) -> None:
+    """Remove a file an earlier run wrote (read-only: writing over it fails unless root)."""
+    if path.is_symlink() or path.exists():
+        path.unlink()

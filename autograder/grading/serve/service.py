@@ -451,7 +451,13 @@ class Service:
             if sub.status != "refused":
                 feedback.write(self.out, sub, rows, result)
                 self.gradebook.record(sub, rows)
-                write_autograded(self.course.config.autograded, sub, rows, result)
+                write_autograded(
+                    self.course.config.autograded,
+                    sub,
+                    rows,
+                    result,
+                    self.course.config.permissions,
+                )
             notes = feedback._cell_notes(sub, result)
             if sub.status:
                 notes.insert(0, f"{sub.status}: {sub.message}")

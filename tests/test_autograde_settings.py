@@ -1,0 +1,86 @@
+"""nbgrader's autograde settings honoured as `nbgrader autograde` honours them (issue 36, item 2):
+``CourseDirectory.student_id_exclude``, ``Autograde.create_student = False`` and
+``Autograde.permissions`` (the mode of the files in ``autograded/``).
+
+One course (exercise 1); students alice (in the gradebook), bob (excluded) and carol (not in the
+gradebook), each handing in the solution; graded by the real stock command and by
+`autograder grade` on two copies of the course.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.course import SOLUTIONS, TempCourse
+from autograder.procs import explain
+
+ASSIGNMENT = NOTEBOOK = "01_relu_inplace"
+STUDENTS = ("alice", "bob", "carol")
+
+
+def _graded(root: Path) -> set[str]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        return {sub.student.id for sub in gb.assignment_submissions(ASSIGNMENT)}
+
+
+def _mode(root: Path, student: str) -> int:
+    return stat.S_IMODE(
+        (root / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb").stat().st_mode
+    )
+
+
+@pytest.fixture(scope="module")
+def courses(tmp_path_factory, needs_bubblewrap):
+    root = tmp_path_factory.mktemp("settings")
+    course = TempCourse(root / "stock", [ASSIGNMENT])
+    with open(course.root / "nbgrader_config.py", "a") as fh:
+        fh.write('\nc.CourseDirectory.student_id_exclude = "bob"\n')
+        fh.write("c.Autograde.create_student = False\n")
+    course.generate()
+    course.nbgrader("db", "student", "add", "alice")
+    for student in STUDENTS:
+        course.submit(student, ASSIGNMENT, SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+    ours = root / "ours"
+    shutil.copytree(course.root, ours)
+    stock = course.nbgrader("autograde", ASSIGNMENT, "--force", check=False)
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("autograder")),
+            "grade",
+            str(ours / "submitted"),
+            "--out",
+            str(ours / "out"),
+            "--course",
+            str(ours),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    return {"stock": stock, "stock_root": course.root, "ours": proc, "ours_root": ours}
+
+
+def test_excluded_and_unknown_students_are_not_graded_as_stock(courses):
+    assert _graded(courses["stock_root"]) == {"alice"}, explain(courses["stock"])
+    assert _graded(courses["ours_root"]) == {"alice"}, explain(courses["ours"])
+    rows = (courses["ours_root"] / "out" / "grades.csv").read_text().splitlines()[1:]
+    by_student = {}
+    for row in rows:
+        by_student.setdefault(row.split(",")[0], set()).add(row.split(",")[6])
+    assert "bob" not in by_student  # excluded: not a row, as stock does not look at it
+    assert by_student["carol"] == {"refused"}  # not in the gradebook: refused, saying why
+    results = (courses["ours_root"] / "out" / "results.jsonl").read_text()
+    assert "Autograde.create_student is False" in results
+
+
+def test_autograded_files_have_stocks_mode(courses):
+    assert _mode(courses["stock_root"], "alice") == 0o444
+    assert _mode(courses["ours_root"], "alice") == 0o444
