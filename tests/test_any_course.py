@@ -147,6 +147,29 @@ def _is_solution(course_root, config, assignment, notebook, grade_id):
     return False
 
 
+def manual_cells(course_root, assignment):
+    """What the gradebook holds for the cells a person grades: each manually graded answer's
+    ``(auto_score, needs_manual_grade)``, and each answer cell's automatic comment."""
+    from nbgrader.api import Gradebook
+
+    from autograder.grading.config import load
+
+    config = load(course_root)
+    grades, comments = {}, {}
+    with Gradebook(config.gradebook_url, config.course_id) as gb:
+        for sub in gb.assignment_submissions(assignment):
+            for nb in sub.notebooks:
+                for g in nb.grades:
+                    if _is_solution(course_root, config, assignment, nb.name, g.name):
+                        grades[(sub.student.id, nb.name, g.name)] = (
+                            g.auto_score,
+                            g.needs_manual_grade,
+                        )
+                for c in nb.comments:
+                    comments[(sub.student.id, nb.name, c.name)] = c.auto_comment
+    return grades, comments
+
+
 @pytest.fixture(scope="module")
 def stats101(tmp_path_factory, needs_bubblewrap):
     root = tmp_path_factory.mktemp("stats101")
@@ -154,7 +177,24 @@ def stats101(tmp_path_factory, needs_bubblewrap):
     shutil.copytree(FIXTURE, stock)
     shutil.copytree(FIXTURE, ours)
     proc = grade(ours, "--out", ours / "out")  # no --course: the current folder, like nbgrader
-    return {"stock": stock_scores(stock, "hw1"), "proc": proc, "ours": ours}
+    return {
+        "stock": stock_scores(stock, "hw1"),
+        "proc": proc,
+        "ours": ours,
+        "stock_manual": manual_cells(stock, "hw1"),
+    }
+
+
+def test_manually_graded_cells_are_recorded_as_stock_records_them(stats101):
+    """Issue 36 item 5: an unanswered manually graded cell gets 0 and "No response.", as stock
+    gives it; an answered one waits for formgrader; the answer cells' comments are stock's."""
+    grades, comments = manual_cells(stats101["ours"], "hw1")
+    stock_grades, stock_comments = stats101["stock_manual"]
+    assert grades == stock_grades
+    assert comments == stock_comments
+    # what the fixture covers: at least one unanswered and one answered manual cell
+    assert (0.0, False) in stock_grades.values() and (None, True) in stock_grades.values()
+    assert "No response." in stock_comments.values()
 
 
 def test_config_is_read_through_nbgrader():

@@ -416,6 +416,7 @@ class GradeRun:
             course.config.gradebook_url,
             course.config.course_id,
             late_plugin=course.config.late_plugin,
+            settings=course.config.settings,
         )
         for a in sorted({s.assignment for s in self.subs}):
             for nb in course.notebooks(a):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import logging
 import os
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ class CourseConfig:
     student_id_exclude: list = field(default_factory=list)  # CourseDirectory.student_id_exclude
     create_student: bool = True  # Autograde.create_student
     permissions: int = 0o444  # Autograde.permissions (octal digits, as nbgrader writes them: 444)
+    settings: object = field(default=None, repr=False, compare=False)  # the traitlets Config read
 
     @property
     def source(self) -> Path:
@@ -165,6 +167,7 @@ def load(root) -> CourseConfig:
             ],
             create_student=bool(converter.create_student),
             permissions=int(str(converter.permissions), 8),
+            settings=copy.deepcopy(app.config),
         )
     finally:
         AutogradeApp.clear_instance()

@@ -22,7 +22,12 @@ import nbformat
 
 class GradebookWriter:
     def __init__(
-        self, course_root: Path, db_url: str | None = None, course_id: str = "", late_plugin=None
+        self,
+        course_root: Path,
+        db_url: str | None = None,
+        course_id: str = "",
+        late_plugin=None,
+        settings=None,
     ):
         from nbgrader.api import Gradebook
 
@@ -35,6 +40,8 @@ class GradebookWriter:
         self.gb = Gradebook(self.db_url, course_id)  # as nbgrader autograde opens it
         self._registered = set()
         self.late_plugin = late_plugin  # config.CourseConfig.late_plugin
+        self.settings = settings  # the course's nbgrader settings (traitlets Config): release stubs
+        self._released: dict = {}
 
     def close(self):
         self.gb.close()
@@ -156,8 +163,72 @@ class GradebookWriter:
             )
             grade.auto_score = float(row.score)
             grade.needs_manual_grade = False
+        self._manual_cells(sub, grades)
         gb.db.commit()
         self._late_penalty(sub)
+
+    def _manual_cells(self, sub, grades) -> None:
+        """What ``nbgrader autograde`` (SaveAutoGrades) records for the cells a person grades: a
+        manually graded answer left as released gets 0 and the comment "No response." (no
+        manual grading needed); an answered one is left for formgrader (``auto_score`` None,
+        needs a manual grade); every other answer cell's comment is cleared."""
+        from nbgrader import utils as nbu
+        from nbgrader.api import MissingEntry
+
+        gb = self.gb
+        released = self._release_checksums(sub.source)
+        student_cells = {}
+        if sub.nb is not None:
+            for cell in sub.nb.get("cells", []):
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str):
+                    student_cells.setdefault(meta["grade_id"], cell)
+        for src in sub.source.nb.cells:
+            meta = src.get("metadata", {}).get("nbgrader", {})
+            if not (meta.get("solution") or meta.get("task")):
+                continue
+            gid = meta.get("grade_id")
+            if gid not in released:
+                continue
+            cell = copy.deepcopy(student_cells.get(gid, src))
+            # the release's nbgrader metadata, as OverwriteCells restores it
+            cell.metadata["nbgrader"] = copy.deepcopy(dict(released[gid][1]))
+            unchanged = nbu.compute_checksum(nbformat.from_dict(cell)) == released[gid][0]
+            if meta.get("grade") and meta.get("solution"):
+                grade = grades.get(gid) or gb.find_grade(
+                    gid, sub.notebook, sub.assignment, sub.student
+                )
+                grade.auto_score = 0.0 if unchanged else None
+                grade.needs_manual_grade = (
+                    grade.manual_score is not None or grade.auto_score is None
+                )
+            try:
+                comment = gb.find_comment(gid, sub.notebook, sub.assignment, sub.student)
+            except MissingEntry:
+                continue
+            comment.auto_comment = "No response." if unchanged and not meta.get("task") else None
+
+    def _release_checksums(self, source_nb) -> dict:
+        """``{grade_id: (checksum, nbgrader metadata)}`` of the answer cells as ``nbgrader
+        generate_assignment`` releases them (LockCells, ClearSolutions, ComputeChecksums with the
+        course's settings): what an untouched answer still has in a submission."""
+        key = (source_nb.assignment, source_nb.name)
+        if key not in self._released:
+            from nbgrader.preprocessors import ClearSolutions, ComputeChecksums, LockCells
+
+            nb = copy.deepcopy(source_nb.nb)
+            resources: dict = {}
+            for pre in (LockCells, ClearSolutions, ComputeChecksums):
+                nb, resources = pre(config=self.settings).preprocess(nb, resources)
+            self._released[key] = {
+                c.metadata.nbgrader["grade_id"]: (
+                    c.metadata.nbgrader.get("checksum"),
+                    dict(c.metadata.nbgrader),
+                )
+                for c in nb.cells
+                if isinstance(c.metadata.get("nbgrader", {}).get("grade_id"), str)
+            }
+        return self._released[key]
 
     def _late_penalty(self, sub) -> None:
         """nbgrader's AssignLatePenalties, as ``nbgrader autograde`` applies it after grading a

@@ -119,7 +119,11 @@ class Service:
         self.pool = ServicePool(args.jobs, self.options, args.scheduler).start()
         self.calibration = Calibration(course)
         self.gradebook = GradebookWriter(
-            course.root, config.gradebook_url, config.course_id, late_plugin=config.late_plugin
+            course.root,
+            config.gradebook_url,
+            config.course_id,
+            late_plugin=config.late_plugin,
+            settings=config.settings,
         )
         return self
 
