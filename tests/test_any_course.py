@@ -182,7 +182,32 @@ def stats101(tmp_path_factory, needs_bubblewrap):
         "proc": proc,
         "ours": ours,
         "stock_manual": manual_cells(stock, "hw1"),
+        "stock_source": source_cells(stock, "hw1"),
     }
+
+
+def source_cells(course_root, assignment):
+    """The gradebook's source cells: what formgrader shows and compares answers with."""
+    from nbgrader.api import Gradebook
+
+    from autograder.grading.config import load
+
+    config = load(course_root)
+    with Gradebook(config.gradebook_url, config.course_id) as gb:
+        return {
+            (nb.name, c.name): (c.cell_type, c.locked, c.source, c.checksum)
+            for nb in gb.find_assignment(assignment).notebooks
+            for c in nb.source_cells
+        }
+
+
+def test_the_gradebook_records_the_release_as_generate_assignment_does(stats101):
+    """`autograder grade` on a course whose gradebook nbgrader never wrote (ours: no
+    generate_assignment ran) records each notebook's cells as released, sources and checksums,
+    as stock's `generate_assignment` + `autograde` do (the stock copy)."""
+    ours = source_cells(stats101["ours"], "hw1")
+    assert ours == stats101["stock_source"]
+    assert any("YOUR CODE HERE" in src for (_, _, src, _) in ours.values())  # the release's
 
 
 def test_manually_graded_cells_are_recorded_as_stock_records_them(stats101):

@@ -1,4 +1,5 @@
-"""The gradebook registration (``GradebookWriter.register``) against nbgrader's own ``SaveCells``.
+"""The gradebook registration (``GradebookWriter.register``) against nbgrader's own ``SaveCells``,
+run as ``generate_assignment`` runs it (on the release: solutions cleared, checksums computed).
 
 The rule: registering a source notebook leaves the gradebook holding exactly what ``SaveCells``
 leaves (the notebook's kernelspec; its grade, solution, task and source cells with every field
@@ -47,15 +48,27 @@ def _source(assignment, name, nb=None):
 
 
 def stock_save_cells(db_url, source) -> None:
-    """What ``nbgrader generate_assignment`` runs: nbgrader's SaveCells on the source notebook."""
+    """What ``nbgrader generate_assignment`` records: its preprocessors up to SaveCells, in its
+    order (LockCells, ClearSolutions, ClearOutput, ComputeChecksums), then nbgrader's SaveCells on
+    the notebook as released (solutions cleared, checksums computed; tests/test_any_course.py
+    compares a whole `autograder grade` gradebook with a real generate_assignment's)."""
     from nbgrader.api import Gradebook
-    from nbgrader.preprocessors import SaveCells
+    from nbgrader.preprocessors import (
+        ClearOutput,
+        ClearSolutions,
+        ComputeChecksums,
+        LockCells,
+        SaveCells,
+    )
 
     with Gradebook(db_url) as gb:
         gb.update_or_create_assignment(source.assignment)
+    nb, resources = copy.deepcopy(source.nb), {}
+    for step in (LockCells, ClearSolutions, ClearOutput, ComputeChecksums):
+        nb, resources = step().preprocess(nb, resources)
     pre = SaveCells()
     pre.preprocess(
-        copy.deepcopy(source.nb),
+        nb,
         {"nbgrader": {"db_url": db_url, "assignment": source.assignment, "notebook": source.name}},
     )
     pre.gradebook.close()
@@ -196,6 +209,11 @@ def test_each_kind_of_edit_alone_is_recorded_again(tmp_path, kind, empty_gradebo
     """Every field SaveCells records, changed on its own, makes the writer run SaveCells (the
     first cell where the edit changes something: a points edit needs a graded cell)."""
     a, name = SOURCES[0]
+    if kind == "checksum":  # generate_assignment computes the checksums from the cells
+        # (ComputeChecksums): a checksum written into the source changes nothing it records
+        skipped, changed = registered_again(tmp_path, empty_gradebook, a, name, [(kind, 0, "x")])
+        assert skipped and not changed
+        return
     for k in range(len(_graded(_source(a, name).nb))):
         folder = tmp_path / str(k)
         folder.mkdir()

@@ -64,7 +64,7 @@ class GradebookWriter:
                 "notebook": source_nb.name,
             }
         }
-        nb = copy.deepcopy(source_nb.nb)
+        nb = copy.deepcopy(self._release(source_nb))
         pre = SaveCells()
         pre.preprocess(nb, resources)
         pre.gradebook.close()
@@ -82,7 +82,7 @@ class GradebookWriter:
         from nbgrader.api import MissingEntry
 
         grade, solution, task, source = {}, set(), {}, {}
-        for cell in source_nb.nb.cells:  # SaveCells.preprocess_cell, cell by cell
+        for cell in self._release(source_nb).cells:  # SaveCells.preprocess_cell, cell by cell
             if utils.is_grade(cell):
                 grade[cell.metadata.nbgrader["grade_id"]] = (
                     float(cell.metadata.nbgrader["points"]),
@@ -208,27 +208,37 @@ class GradebookWriter:
                 continue
             comment.auto_comment = "No response." if unchanged and not meta.get("task") else None
 
-    def _release_checksums(self, source_nb) -> dict:
-        """``{grade_id: (checksum, nbgrader metadata)}`` of the answer cells as ``nbgrader
-        generate_assignment`` releases them (LockCells, ClearSolutions, ComputeChecksums with the
-        course's settings): what an untouched answer still has in a submission."""
+    def _release(self, source_nb):
+        """The source notebook as ``nbgrader generate_assignment`` has it when its SaveCells runs
+        (LockCells, ClearSolutions, ClearOutput, ComputeChecksums, with the course's settings): the
+        cells, sources and checksums the gradebook records, as stock records them."""
         key = (source_nb.assignment, source_nb.name)
         if key not in self._released:
-            from nbgrader.preprocessors import ClearSolutions, ComputeChecksums, LockCells
+            from nbgrader.preprocessors import (
+                ClearOutput,
+                ClearSolutions,
+                ComputeChecksums,
+                LockCells,
+            )
 
             nb = copy.deepcopy(source_nb.nb)
             resources: dict = {}
-            for pre in (LockCells, ClearSolutions, ComputeChecksums):
+            for pre in (LockCells, ClearSolutions, ClearOutput, ComputeChecksums):
                 nb, resources = pre(config=self.settings).preprocess(nb, resources)
-            self._released[key] = {
-                c.metadata.nbgrader["grade_id"]: (
-                    c.metadata.nbgrader.get("checksum"),
-                    dict(c.metadata.nbgrader),
-                )
-                for c in nb.cells
-                if isinstance(c.metadata.get("nbgrader", {}).get("grade_id"), str)
-            }
+            self._released[key] = nb
         return self._released[key]
+
+    def _release_checksums(self, source_nb) -> dict:
+        """``{grade_id: (checksum, nbgrader metadata)}`` of the cells as released: what an
+        untouched answer still has in a submission."""
+        return {
+            c.metadata.nbgrader["grade_id"]: (
+                c.metadata.nbgrader.get("checksum"),
+                dict(c.metadata.nbgrader),
+            )
+            for c in self._release(source_nb).cells
+            if isinstance(c.metadata.get("nbgrader", {}).get("grade_id"), str)
+        }
 
     def _late_penalty(self, sub) -> None:
         """nbgrader's AssignLatePenalties, as ``nbgrader autograde`` applies it after grading a
