@@ -44,10 +44,17 @@ def courses(tmp_path_factory, needs_bubblewrap):
     with open(course.root / "nbgrader_config.py", "a") as fh:
         fh.write('\nc.CourseDirectory.student_id_exclude = "bob"\n')
         fh.write("c.Autograde.create_student = False\n")
+    # a data file in the source folder, and two files in alice's submission: one of the same name
+    # (the source's overwrites it), one of her own (kept)
+    (course.root / "solutions" / ASSIGNMENT / "data.txt").write_text("the instructor's data\n")
     course.generate()
     course.nbgrader("db", "student", "add", "alice")
     for student in STUDENTS:
         course.submit(student, ASSIGNMENT, SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+    folder = course.root / "submitted" / "alice" / ASSIGNMENT
+    (folder / "data.txt").write_text("alice's copy\n")
+    (folder / "notes").mkdir()
+    (folder / "notes" / "alice.md").write_text("my notes\n")
     ours = root / "ours"
     shutil.copytree(course.root, ours)
     stock = course.nbgrader("autograde", ASSIGNMENT, "--force", check=False)
@@ -84,3 +91,22 @@ def test_excluded_and_unknown_students_are_not_graded_as_stock(courses):
 def test_autograded_files_have_stocks_mode(courses):
     assert _mode(courses["stock_root"], "alice") == 0o444
     assert _mode(courses["ours_root"], "alice") == 0o444
+
+
+def _other_files(root: Path, student: str) -> dict:
+    folder = root / "autograded" / student / ASSIGNMENT
+    return {
+        str(p.relative_to(folder)): (p.read_text(), stat.S_IMODE(p.stat().st_mode))
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.suffix != ".ipynb"
+    }
+
+
+def test_the_assignments_other_files_reach_autograded_as_stock_copies_them(courses):
+    """Issue 36 item 3: the student's files, then the source folder's over them."""
+    stock = _other_files(courses["stock_root"], "alice")
+    assert stock == {
+        "data.txt": ("the instructor's data\n", 0o444),
+        "notes/alice.md": ("my notes\n", 0o444),
+    }
+    assert _other_files(courses["ours_root"], "alice") == stock

@@ -517,6 +517,8 @@ class GradeRun:
                 rows,
                 result,
                 self.course.config.permissions,
+                self.course.config.ignore,
+                self.course.config.exclude_overwriting.get(sub.assignment, []),
             )
         self.bar.update(1)
 

@@ -67,6 +67,7 @@ class CourseConfig:
     create_student: bool = True  # Autograde.create_student
     permissions: int = 0o444  # Autograde.permissions (octal digits, as nbgrader writes them: 444)
     settings: object = field(default=None, repr=False, compare=False)  # the traitlets Config read
+    exclude_overwriting: dict = field(default_factory=dict)  # Autograde.exclude_overwriting
 
     @property
     def source(self) -> Path:
@@ -168,6 +169,9 @@ def load(root) -> CourseConfig:
             create_student=bool(converter.create_student),
             permissions=int(str(converter.permissions), 8),
             settings=copy.deepcopy(app.config),
+            exclude_overwriting={
+                str(k): [str(x) for x in v] for k, v in dict(converter.exclude_overwriting).items()
+            },
         )
     finally:
         AutogradeApp.clear_instance()

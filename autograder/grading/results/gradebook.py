@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -333,28 +332,69 @@ def _not_run(cell, source):
     return cell
 
 
+def _copy_files(folder: Path, files, permissions: int, ignore=(), skip=()) -> None:
+    """``files`` (``[relative path, base64 data]``, as intake reads them: regular files, no links,
+    bounded) written under ``folder``, each path's parts checked against nbgrader's ``ignore``
+    patterns (as its ``find_all_files``), ``skip`` (paths) left out."""
+    import base64
+    from fnmatch import fnmatch
+
+    for rel, data in files:
+        parts = Path(rel).parts
+        if rel in skip or any(fnmatch(p, pat) for p in parts for pat in ignore):
+            continue
+        if Path(rel).is_absolute() or any(p in ("", ".", "..") for p in parts):
+            continue
+        dest = folder / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        _replace(dest)
+        dest.write_bytes(base64.b64decode(data))
+        os.chmod(dest, permissions)
+
+
 def write_autograded(
-    autograded_dir: Path, sub, rows, result, permissions: int = 0o444
+    autograded_dir: Path,
+    sub,
+    rows,
+    result,
+    permissions: int = 0o444,
+    ignore=(),
+    exclude_overwriting=(),
 ) -> Path | None:
-    """``autograded/<student>/<assignment>/<notebook>.ipynb`` (and ``timestamp.txt``), with the
-    file mode nbgrader autograde gives its outputs (``Autograde.permissions``: read-only, 444, by
-    default; a file of an earlier run is replaced, as stock replaces it)."""
+    """``autograded/<student>/<assignment>/<notebook>.ipynb`` and the assignment's other files,
+    with the file mode nbgrader autograde gives its outputs (``Autograde.permissions``: read-only,
+    444, by default; a file of an earlier run is replaced, as stock replaces it). The other files
+    are copied as stock copies them: the student's (``timestamp.txt`` among them), then the
+    source folder's over them but for ``Autograde.exclude_overwriting``; what a notebook writes
+    while it runs stays in the sandbox."""
     nb = autograded_notebook(sub, rows, result)
     if nb is None:
         return None
     folder = Path(autograded_dir) / sub.student / sub.assignment
     folder.mkdir(parents=True, exist_ok=True)
+    _copy_files(folder, getattr(sub, "files", None) or [], permissions, ignore)
+    if getattr(sub.source, "path", None) is not None:
+        _copy_files(
+            folder, _source_files(sub.source.path.parent), permissions, ignore, exclude_overwriting
+        )
     path = folder / f"{sub.notebook}.ipynb"
     _replace(path)
     nbformat.write(nb, path)
     os.chmod(path, permissions)
-    if getattr(sub, "timestamp", None) is not None and sub.path is not None:
-        stamp = Path(sub.path).parent / "timestamp.txt"  # copied, as nbgrader autograde copies it
-        if stamp.is_file() and not stamp.is_symlink():
-            _replace(folder / "timestamp.txt")
-            shutil.copyfile(stamp, folder / "timestamp.txt")
-            os.chmod(folder / "timestamp.txt", permissions)
     return path
+
+
+def _source_files(folder: Path) -> list:
+    """The source folder's other files, read once per folder and run."""
+    key = str(folder)
+    if key not in _SOURCE_FILES:
+        from autograder.grading.intake.collect import _extra_files
+
+        _SOURCE_FILES[key] = _extra_files(folder)
+    return _SOURCE_FILES[key]
+
+
+_SOURCE_FILES: dict = {}
 
 
 def _replace(path: Path) -> None:

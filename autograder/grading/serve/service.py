@@ -461,6 +461,8 @@ class Service:
                     rows,
                     result,
                     self.course.config.permissions,
+                    self.course.config.ignore,
+                    self.course.config.exclude_overwriting.get(sub.assignment, []),
                 )
             notes = feedback._cell_notes(sub, result)
             if sub.status:
