@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 # module path of each subcommand, in the order shown by --help
@@ -44,10 +45,23 @@ def _fast_start():
     sys.modules.setdefault("rfc3987_syntax", None)
 
 
+NBGRADER_OPTION = re.compile(r"--[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
 def main(argv=None) -> int:
     _fast_start()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # nbgrader's own --Class.trait=value options, for the commands that read the course's
+        # nbgrader configuration as nbgrader does (autograder grade): passed to it, as nbgrader
+        # passes its command line to traitlets
+        if getattr(args, "nbgrader_options", None) is not None and all(
+            NBGRADER_OPTION.fullmatch(x) for x in extra
+        ):
+            args.nbgrader_options = list(extra)
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -110,3 +110,36 @@ def test_the_assignments_other_files_reach_autograded_as_stock_copies_them(cours
         "notes/alice.md": ("my notes\n", 0o444),
     }
     assert _other_files(courses["ours_root"], "alice") == stock
+
+
+def test_nbgrader_command_line_options_override_the_files(courses, tmp_path):
+    """nbgrader's --Class.trait=value form, read over nbgrader_config.py as nbgrader reads it; and
+    --no-execute refused at start, naming it."""
+    ours = courses["ours_root"]
+    autograder = str(Path(sys.executable).with_name("autograder"))
+    proc = subprocess.run(
+        [
+            autograder,
+            "grade",
+            str(ours / "submitted"),
+            "--out",
+            str(tmp_path / "out"),
+            "--course",
+            str(ours),
+            "--no-gradebook",
+            "--CourseDirectory.student_id_exclude=alice",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, explain(proc)
+    rows = (tmp_path / "out" / "grades.csv").read_text().splitlines()[1:]
+    assert {row.split(",")[0] for row in rows} == {"bob", "carol"}  # alice excluded, not bob
+    refused = subprocess.run(
+        [autograder, "grade", "--out", str(tmp_path / "x"), "--course", str(ours), "--no-execute"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2 and "--no-execute is not supported" in refused.stderr

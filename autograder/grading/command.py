@@ -154,8 +154,19 @@ def add_parser(subparsers):
         help="calibrate every assignment again (default: reuse a calibration of the same source "
         "notebooks by the same grader, kept in ~/.cache/autograder/calibration or $AUTOGRADER_CACHE)",
     )
+    p.add_argument(
+        "--no-execute",
+        action="store_true",
+        help="nbgrader's flag, refused: a notebook is always run (scores taken from the outputs "
+        "saved in a student's file would be whatever the file says)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, nbgrader_options=[])
+    p.epilog = (
+        "nbgrader's --Class.trait=value options (e.g. --Execute.timeout=60, "
+        "--CourseDirectory.student_id_exclude=bob) are read as nbgrader autograde reads them, "
+        "over the course's nbgrader_config.py."
+    )
     return p
 
 
@@ -182,6 +193,14 @@ def _course_root(arg):
 
 def run(args) -> int:
     """The grade run, as its steps (each a method of :class:`GradeRun`, in this order)."""
+    if getattr(args, "no_execute", False):
+        print(
+            "autograder grade: --no-execute is not supported: every notebook is run (scores "
+            "taken from the outputs saved in a student's file would be whatever the file says); "
+            "use nbgrader autograde --no-execute",
+            file=sys.stderr,
+        )
+        return 2
     grade = GradeRun(args)
     try:
         return _steps(grade)
@@ -246,7 +265,9 @@ class GradeRun:
         from autograder.grading.intake.collect import Course
 
         args = self.args
-        self.course = course = Course(_course_root(args.course))
+        self.course = course = Course(
+            _course_root(args.course), options=getattr(args, "nbgrader_options", None) or ()
+        )
         self.submissions_dir = (args.submissions or course.config.submitted).resolve()
         timeout = args.timeout if args.timeout is not None else (course.config.timeout or 600.0)
         self.limits = Limits(

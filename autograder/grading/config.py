@@ -99,8 +99,9 @@ def _cwd(path):
         os.chdir(old)
 
 
-def load(root) -> CourseConfig:
-    """The configuration nbgrader's ``autograde`` would use when run from ``root``."""
+def load(root, options=()) -> CourseConfig:
+    """The configuration nbgrader's ``autograde`` would use when run from ``root`` (``options``:
+    its ``--Class.trait=value`` command-line options, which override the files as in nbgrader)."""
     from nbgrader.apps.autogradeapp import AutogradeApp
     from nbgrader.preprocessors import ClearHiddenTests, Execute
 
@@ -112,7 +113,7 @@ def load(root) -> CourseConfig:
     app.log.setLevel(logging.ERROR)
     try:
         with _cwd(root):
-            app.initialize([])
+            app.initialize(list(options))
         cd = app.coursedir
         execute = Execute(parent=app)
         hidden = ClearHiddenTests(parent=app)

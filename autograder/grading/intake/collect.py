@@ -171,10 +171,10 @@ class Course:
     """The instructor's side: ``<root>/<source_directory>/<assignment>/<notebook>.ipynb``, where
     the folders come from the course's nbgrader configuration (:mod:`.config`)."""
 
-    def __init__(self, root: Path, config=None):
+    def __init__(self, root: Path, config=None, options=()):
         from autograder.grading import config as configuration
 
-        self.config = config or configuration.load(root)
+        self.config = config or configuration.load(root, options)
         self.root = self.config.root
         self.source = self.config.source
         if not self.source.is_dir():
