@@ -342,6 +342,33 @@ def test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel(tmp_path):
 
 
 @pytest.mark.usefixtures("needs_bubblewrap")  # grades: the sandbox
+def test_a_source_whose_solution_fails_a_test_is_graded_as_stock(tmp_path):
+    """Issue 36: nbgrader grades a course whose own answers fail a test (its test suite's courses
+    do); so does `autograder grade`: that cell in one kernel alone (stock's verdict by
+    construction, calibration.txt says why), the others with two verdicts; every score stock's."""
+    course = tmp_path / "failing"
+    shutil.copytree(FIXTURE, course)
+    path = course / "instructor" / "hw1" / "hw1.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_mean":
+            cell.source += "\nassert False, 'the instructor fails this cell'"
+    nbformat.write(nb, path)
+    stock = tmp_path / "stock"
+    shutil.copytree(course, stock)
+    proc = grade(course, "--out", tmp_path / "out")
+    assert proc.returncode == 0, explain(proc)
+    got = rows(tmp_path / "out" / "grades.csv")
+    assert {r["status"] for r in got if r["grade_id"] == "test_mean"} == {"in-kernel"}
+    assert {r["status"] for r in got if r["grade_id"] != "test_mean"} == {"ok"}
+    assert {
+        (r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got
+    } == stock_scores(stock, "hw1")
+    calibration = (tmp_path / "out" / "calibration.txt").read_text()
+    assert "test_mean: the solution does not get full marks on it even in one kernel" in calibration
+
+
+@pytest.mark.usefixtures("needs_bubblewrap")  # grades: the sandbox
 def test_other_kernels_and_autotest_are_refused(tmp_path):
     course = tmp_path / "other"
     shutil.copytree(FIXTURE, course)

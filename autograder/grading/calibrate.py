@@ -6,9 +6,8 @@ source's test cells in notebook order in one IPython shell in the sandbox
 what the process reports as untrusted data (:func:`kernel_result`) - and in the judge.
 
 Before a class is graded, each notebook's source (the instructor's solution) is graded both
-ways. A test cell the solution does not pass in one kernel refuses the assignment (a grader
-limitation is never a student's 0), save a cell that does not compile (0 for everyone, as under
-stock). A test cell the judge cannot run (IPython magics, ``!``, ``get_ipython()``,
+ways. A test cell the solution does not pass even in one kernel is graded by one kernel alone, as
+stock grades it (a cell that does not compile: 0 for everyone, as under stock). A test cell the judge cannot run (IPython magics, ``!``, ``get_ipython()``,
 ``display()``, ``globals()``, ``exec``/``eval``: :func:`.config.judge_cannot_run`), or whose
 solution the judge does not give full marks, is graded by one kernel alone for every student
 (status ``in-kernel``): decided here, on the source, never by a submission. A notebook with no
@@ -283,8 +282,8 @@ class Calibration:
     def calibrate(self, assignments, run, limits, imports) -> Calibration:
         """Grade every source notebook of ``assignments`` both ways; ``run(tasks, on_result)``
         grades tasks (the pool that grades the class). A test cell the solution does not pass in
-        one kernel refuses the assignment; one it does not pass in the judge is graded in one
-        kernel alone (for every student: decided here, on the source)."""
+        one kernel, or in the judge, is graded in one kernel alone (for every student: decided
+        here, on the source), as stock grades it."""
         from autograder.grading.config import does_not_compile, judge_cannot_run
 
         started = time.monotonic()
@@ -330,12 +329,18 @@ class Calibration:
                 if r.grade_id in m.broken:
                     continue
                 if _kernel_score(r) < r.max_score:
-                    m.problems.append(f"{r.grade_id}: the solution " + _why(r, ""))
+                    # stock grades such a cell all the same (nbgrader's own test courses have
+                    # answers that fail their tests): one kernel's verdict is stock's by
+                    # construction, and the judge cannot be checked against the solution here, so
+                    # one kernel grades it alone, saying why (issue 36: no longer refused)
+                    m.reasons[r.grade_id] = (
+                        "the solution does not get full marks on it even in one kernel ("
+                        + _why(r, "")
+                        + "): graded as stock grades it"
+                    )
                 elif r.grade_id not in m.reasons and _judge_short(r):
                     m.reasons[r.grade_id] = "the solution " + _why_judge(r)
-            m.mode = REFUSED if m.problems else m.mode
-            if m.mode != REFUSED:
-                m.decide()
+            m.decide()
         if self.cache is not None:
             for a in assignments:
                 self.cache.store(keys[a], [m for (x, _), m in self.modes.items() if x == a])
