@@ -7,7 +7,7 @@ nothing installed, no .venv, no stock memo but the committed one), starts K CPU 
 twice the number of cores, so the load average stays at twice the core count or more whatever
 the suite does), runs `make test` there and stops the burners. The load average is sampled every
 10 s. Printed per run: exit status, pytest's closing line, minutes, the load it ran under; the
-whole log of each run is kept in artifacts/under-load/run-N.log. Exit status 1 when a run failed.
+whole log of each run is kept in artifacts/under-load/run-N-COMMIT-TIME.log. Exit status 1 when a run failed.
 
 Uncommitted changes are not in the clone: commit first (a warning says so).
 Standard library only: it runs before any virtualenv exists.
@@ -61,13 +61,14 @@ class LoadSampler(threading.Thread):
 
 def one_run(index: int, burners: int, keep: bool) -> dict:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log = ARTIFACTS / f"run-{index}.log"
     folder = Path(tempfile.mkdtemp(prefix=f"under-load-{index}-"))
     clone = folder / "repo"
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True
     ).stdout.strip()
+    # one log per run and commit: a later invocation never overwrites an earlier run's log
+    log = ARTIFACTS / f"run-{index}-{head}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV"))}
     env.pop("MAKEFLAGS", None)  # this script may itself run under make
     env.pop("MAKELEVEL", None)
