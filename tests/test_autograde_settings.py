@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import shutil
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from autograder.course import SOLUTIONS, TempCourse
 from autograder.procs import explain
+from test_any_course import grade  # `autograder grade` from a folder, any exit status
 
 ASSIGNMENT = NOTEBOOK = "01_relu_inplace"
 STUDENTS = ("alice", "bob", "carol")
@@ -58,20 +57,7 @@ def courses(tmp_path_factory, needs_bubblewrap):
     ours = root / "ours"
     shutil.copytree(course.root, ours)
     stock = course.nbgrader("autograde", ASSIGNMENT, "--force", check=False)
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("autograder")),
-            "grade",
-            str(ours / "submitted"),
-            "--out",
-            str(ours / "out"),
-            "--course",
-            str(ours),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = grade(ours, str(ours / "submitted"), "--out", str(ours / "out"), "--course", str(ours))
     return {"stock": stock, "stock_root": course.root, "ours": proc, "ours_root": ours}
 
 
@@ -116,30 +102,18 @@ def test_nbgrader_command_line_options_override_the_files(courses, tmp_path):
     """nbgrader's --Class.trait=value form, read over nbgrader_config.py as nbgrader reads it; and
     --no-execute refused at start, naming it."""
     ours = courses["ours_root"]
-    autograder = str(Path(sys.executable).with_name("autograder"))
-    proc = subprocess.run(
-        [
-            autograder,
-            "grade",
-            str(ours / "submitted"),
-            "--out",
-            str(tmp_path / "out"),
-            "--course",
-            str(ours),
-            "--no-gradebook",
-            "--CourseDirectory.student_id_exclude=alice",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    proc = grade(
+        ours,
+        str(ours / "submitted"),
+        "--out",
+        str(tmp_path / "out"),
+        "--course",
+        str(ours),
+        "--no-gradebook",
+        "--CourseDirectory.student_id_exclude=alice",
     )
     assert proc.returncode == 0, explain(proc)
     rows = (tmp_path / "out" / "grades.csv").read_text().splitlines()[1:]
     assert {row.split(",")[0] for row in rows} == {"bob", "carol"}  # alice excluded, not bob
-    refused = subprocess.run(
-        [autograder, "grade", "--out", str(tmp_path / "x"), "--course", str(ours), "--no-execute"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    refused = grade(ours, "--out", str(tmp_path / "x"), "--course", str(ours), "--no-execute")
     assert refused.returncode == 2 and "--no-execute is not supported" in refused.stderr

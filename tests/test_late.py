@@ -10,14 +10,13 @@ by the real stock command and by `autograder grade` on two copies; their gradebo
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from autograder.course import SOLUTIONS, TempCourse
 from autograder.procs import explain
+from test_any_course import grade  # `autograder grade` from a folder, any exit status
 
 ASSIGNMENT = NOTEBOOK = "01_relu_inplace"
 DUE = "2026-01-01 12:00:00 UTC"
@@ -62,20 +61,7 @@ def courses(tmp_path_factory, needs_bubblewrap):
     ours = root / "ours"
     shutil.copytree(course.root, ours)
     stock = course.nbgrader("autograde", ASSIGNMENT, "--force", check=False)
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("autograder")),
-            "grade",
-            str(ours / "submitted"),
-            "--out",
-            str(ours / "out"),
-            "--course",
-            str(ours),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = grade(ours, str(ours / "submitted"), "--out", str(ours / "out"), "--course", str(ours))
     return {"stock": stock, "stock_root": course.root, "ours": proc, "ours_root": ours}
 
 
@@ -119,25 +105,19 @@ def test_an_unreadable_timestamp_refuses_that_submission_and_says_why(courses):
 def test_student_and_notebook_patterns_select_as_nbgraders(courses, tmp_path):
     """nbgrader's --student and --notebook (glob patterns), and its --force, on `autograder grade`."""
     ours = courses["ours_root"]
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("autograder")),
-            "grade",
-            str(ours / "submitted"),
-            "--out",
-            str(tmp_path / "out"),
-            "--course",
-            str(ours),
-            "--student",
-            "late*",
-            "--notebook",
-            NOTEBOOK,
-            "--force",
-            "--no-gradebook",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    proc = grade(
+        ours,
+        str(ours / "submitted"),
+        "--out",
+        str(tmp_path / "out"),
+        "--course",
+        str(ours),
+        "--student",
+        "late*",
+        "--notebook",
+        NOTEBOOK,
+        "--force",
+        "--no-gradebook",
     )
     assert proc.returncode == 0, explain(proc)
     lines = (tmp_path / "out" / "grades.csv").read_text().splitlines()[1:]

@@ -532,15 +532,7 @@ class GradeRun:
             self.writer.record(sub, rows)
             from autograder.grading.results.gradebook import write_autograded
 
-            write_autograded(
-                self.course.config.autograded,
-                sub,
-                rows,
-                result,
-                self.course.config.permissions,
-                self.course.config.ignore,
-                self.course.config.exclude_overwriting.get(sub.assignment, []),
-            )
+            write_autograded(self.course.config, sub, rows, result)
         self.bar.update(1)
 
     # -- after grading ---------------------------------------------------------------

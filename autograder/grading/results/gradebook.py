@@ -352,25 +352,20 @@ def _copy_files(folder: Path, files, permissions: int, ignore=(), skip=()) -> No
         os.chmod(dest, permissions)
 
 
-def write_autograded(
-    autograded_dir: Path,
-    sub,
-    rows,
-    result,
-    permissions: int = 0o444,
-    ignore=(),
-    exclude_overwriting=(),
-) -> Path | None:
+def write_autograded(config, sub, rows, result) -> Path | None:
     """``autograded/<student>/<assignment>/<notebook>.ipynb`` and the assignment's other files,
-    with the file mode nbgrader autograde gives its outputs (``Autograde.permissions``: read-only,
-    444, by default; a file of an earlier run is replaced, as stock replaces it). The other files
-    are copied as stock copies them: the student's (``timestamp.txt`` among them), then the
-    source folder's over them but for ``Autograde.exclude_overwriting``; what a notebook writes
-    while it runs stays in the sandbox."""
+    as the course's nbgrader settings (``config``: :class:`..config.CourseConfig`) say: the file
+    mode nbgrader autograde gives its outputs (``Autograde.permissions``: read-only, 444, by
+    default; a file of an earlier run is replaced, as stock replaces it), the other files copied
+    as stock copies them: the student's (``timestamp.txt`` among them), then the source folder's
+    over them but for ``Autograde.exclude_overwriting``, ``CourseDirectory.ignore`` applied; what
+    a notebook writes while it runs stays in the sandbox."""
+    permissions, ignore = config.permissions, config.ignore
+    exclude_overwriting = config.exclude_overwriting.get(sub.assignment, [])
     nb = autograded_notebook(sub, rows, result)
     if nb is None:
         return None
-    folder = Path(autograded_dir) / sub.student / sub.assignment
+    folder = Path(config.autograded) / sub.student / sub.assignment
     folder.mkdir(parents=True, exist_ok=True)
     _copy_files(folder, getattr(sub, "files", None) or [], permissions, ignore)
     if getattr(sub.source, "path", None) is not None:

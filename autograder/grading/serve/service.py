@@ -455,15 +455,7 @@ class Service:
             if sub.status != "refused":
                 feedback.write(self.out, sub, rows, result)
                 self.gradebook.record(sub, rows)
-                write_autograded(
-                    self.course.config.autograded,
-                    sub,
-                    rows,
-                    result,
-                    self.course.config.permissions,
-                    self.course.config.ignore,
-                    self.course.config.exclude_overwriting.get(sub.assignment, []),
-                )
+                write_autograded(self.course.config, sub, rows, result)
             notes = feedback._cell_notes(sub, result)
             if sub.status:
                 notes.insert(0, f"{sub.status}: {sub.message}")
