@@ -392,6 +392,12 @@ def test_calibration_cache_key_follows_the_sources_and_the_grader(course_copy, t
     cell.source += "\n# changed"  # one test cell
     nbformat.write(nb, source)
     assert key != cache.key(Course(changed), EXERCISE, Limits(), ["torch"])
+    # the course's AutograderGrade.mode (a cache made with two verdicts once answered for
+    # "kernel": the bench's "one verdict" ran both)
+    config = changed / "nbgrader_config.py"
+    unchanged = cache.key(Course(changed), EXERCISE, Limits(), ["torch"])
+    config.write_text(config.read_text() + '\nc.AutograderGrade.mode = "kernel"\n')
+    assert unchanged != cache.key(Course(changed), EXERCISE, Limits(), ["torch"])
 
     mode = NotebookMode(EXERCISE, EXERCISE, 15, "in-kernel", {"t": "why"}, [], {"u": "broken"})
     assert cache.load(key) is None

@@ -482,6 +482,9 @@ class CalibrationCache:
                     getattr(opts, "sandbox", True),
                     getattr(opts, "memory_limit", None),
                     sorted(getattr(opts, "preload", []) or []),
+                    # the course's AutograderGrade.mode decides every cell's mode (a cache made
+                    # with two verdicts must not answer for "kernel", nor the reverse)
+                    getattr(course.config, "mode", "judge"),
                 ]
             ).encode()
         )
