@@ -1063,13 +1063,22 @@ def _attack(vector, target, value):
         return "import sys as _s\n" + op("vars(_s.modules['__main__'])")
     if vector == "frames":
         return (
+            # (the __main__ frames alone, as for gc_objects below: the stack also holds the
+            # kernel's event loop, tornado's module among them)
             f"import sys as _s\n_f = _s._getframe(0)\nwhile _f is not None:\n    try:\n"
-            f"        {op('_f.f_globals')}\n    except Exception:\n        pass\n    _f = _f.f_back"
+            f"        if _f.f_globals.get('__name__') == '__main__':\n"
+            f"            {op('_f.f_globals')}\n    except Exception:\n        pass\n    _f = _f.f_back"
         )
     if vector == "gc_objects":
+        # only namespaces named __main__ (the kernel's, where the tests' names live). Patching every
+        # dict that holds the name also replaced `math` in the kernel's own modules (ipykernel's,
+        # tornado's): its output thread then stalled ("IOStream.flush timed out", a 4-cell notebook
+        # 15 s instead of 1.9 s, measured), and once in make test stock's run failed on nbclient's
+        # 4 s iopub_timeout (issue 34): an attack on the kernel, not on the tests, and a flaky one
         return (
             f"import gc as _g\nfor _o in _g.get_objects():\n"
-            f"    if isinstance(_o, dict) and {target!r} in _o:\n        {op('_o')}"
+            f"    if isinstance(_o, dict) and _o.get('__name__') == '__main__' and {target!r} in _o:\n"
+            f"        {op('_o')}"
         )
     if vector == "builtins":
         return "import builtins as _b\n" + op("vars(_b)")
