@@ -4,7 +4,13 @@ per "predict, then run" prompt; optional sections and the second-language summar
 import nbformat
 import pytest
 
-from autograder.lessons import PREDICT_MINUTES, measure
+from autograder.lessons import (
+    CODE_LINES_PER_MINUTE,
+    FIGURE_MINUTES,
+    PREDICT_MINUTES,
+    WORDS_PER_MINUTE,
+    measure,
+)
 
 
 def _lesson(tmp_path, cells):
@@ -50,4 +56,32 @@ def test_prose_outputs_code_and_prompts_count_optional_and_chinese_do_not(tmp_pa
     assert (t.core.words, t.core.output_words, t.core.code_lines, t.core.prompts) == (12, 6, 2, 1)
     assert (t.optional.words, t.optional.output_words, t.optional.code_lines) == (10, 1, 1)
     assert t.optional.prompts == 1
-    assert t.minutes == pytest.approx((12 + 6) / 150 + 2 / 10 + PREDICT_MINUTES)
+    assert t.core.figures == 1  # the display_data with an image/png
+    assert t.minutes == pytest.approx(
+        (12 + 6) / WORDS_PER_MINUTE + 2 / CODE_LINES_PER_MINUTE + PREDICT_MINUTES + FIGURE_MINUTES
+    )
+    assert (WORDS_PER_MINUTE, CODE_LINES_PER_MINUTE, PREDICT_MINUTES, FIGURE_MINUTES) == (
+        110,
+        6,
+        1.5,
+        1.0,
+    )  # the rates the start page states
+
+
+def test_figure_code_and_exercise_tests_are_run_not_studied(tmp_path):
+    """The drawing code of a cell tagged ``figure`` and an exercise's test cells (nbgrader grade
+    cells without a solution) count no code lines; their figure and messages still count, and
+    an answer cell (grade and solution) counts its lines."""
+    out = nbformat.v4.new_output
+    figure = _code(
+        "import matplotlib\nplot()\nsave()", [out("display_data", data={"image/png": "AA"})]
+    )
+    figure.metadata["tags"] = ["figure"]
+    test = _code(
+        "assert f(1) == 2\nassert f(2) == 3", [out("stream", name="stdout", text="ok ok\n")]
+    )
+    test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "points": 1}
+    answer = _code("def f(x):\n    return x + 1", [])
+    answer.metadata["nbgrader"] = {"grade": True, "solution": True, "grade_id": "a", "points": 1}
+    t = measure(_lesson(tmp_path, [figure, test, answer]))
+    assert (t.core.code_lines, t.core.figures, t.core.output_words) == (2, 1, 2)

@@ -89,20 +89,24 @@ def test_make_lab_opens_the_start_page():
     assert re.search(r"^START_PAGE \?= lab/tree/course/00_start_here\.ipynb$", makefile, re.M)
 
 
-def test_stated_lesson_times_are_the_measured_core_times():
-    """Each lesson's row states its core time as autograder.lessons measures it (prose and text
-    outputs at 150 words a minute, 10 code lines a minute, half a minute per predict prompt,
-    optional sections apart), and every core fits the course's limit."""
-    from autograder.lessons import CORE_LIMIT_MINUTES, lessons, measure
-
+def _map_rows():
     nb = nbformat.read(START, as_version=4)
-    rows = [
+    return [
         line
         for c in nb.cells
         if c.cell_type == "markdown"
         for line in c.source.splitlines()
         if line.startswith("|") and ".ipynb" in line
     ]
+
+
+def test_stated_lesson_times_are_the_measured_core_times():
+    """Each lesson's row states its core time as autograder.lessons measures it (prose and text
+    outputs at 110 words a minute, 6 code lines a minute, a minute and a half per predict prompt,
+    a minute per figure, optional sections apart), and every core fits the course's limit."""
+    from autograder.lessons import CORE_LIMIT_MINUTES, lessons, measure
+
+    rows = _map_rows()
     for path in lessons():
         t = measure(path)
         row = next((r for r in rows if f"]({path.name})" in r), None)
@@ -115,6 +119,26 @@ def test_stated_lesson_times_are_the_measured_core_times():
         assert t.minutes <= CORE_LIMIT_MINUTES, (
             f"{path.name}: core {t.minutes:.1f} min > {CORE_LIMIT_MINUTES}"
         )
+
+
+def test_stated_exercise_times_and_the_total_are_measured():
+    """Each exercise's time on the map is its reading time by the same rule plus the stated work
+    estimate (autograder.lessons.exercise_minutes, rounded up), and the total the page states is
+    autograder.lessons.plan(): this page, the checking page, the four cores, the five exercises."""
+    import math
+
+    from autograder.lessons import exercise_minutes, exercises, hours, plan
+
+    rows = _map_rows()
+    for ex in exercises():
+        row = next((r for r in rows if f"exercises/{ex.parent.name}/{ex.name})" in r), None)
+        assert row is not None, f"{ex.parent.name} has no row in the start page's map"
+        want = math.ceil(exercise_minutes(ex) - 1e-9)
+        stated = re.findall(r"(\d+) min", row.rsplit("|", 2)[-2])
+        assert stated and int(stated[-1]) == want, (ex.parent.name, row.rsplit("|", 2)[-2], want)
+    text = "\n".join(c.source for c in nbformat.read(START, as_version=4).cells)
+    total = hours(plan().minutes)
+    assert f"Plan about {total} for the whole path" in text, total
 
 
 GRADING = REPO / "course" / "00_checking_and_submitting.ipynb"
