@@ -4,7 +4,7 @@ tests/fixtures/courses/statey (make_statey.py): tests that read a call's argumen
 (a numpy array, a list, a tensor's ``_version``), seed numpy's and torch's global generators,
 catch ``ValueError``, capture stdout, read a file the student wrote, set an environment
 variable; students who change their arguments in place, use numpy's generator honestly, raise a
-fake ``ValueError``, carry 2,100 globals, or reuse a test's name in a later cell. Graded by real
+fake ``ValueError`` (both verdicts 0), carry 2,100 globals, or reuse a test's name in a later cell. Graded by real
 ``nbgrader autograde`` and by ``autograder grade``: one kernel's verdict equals stock's on every
 row, the score counted is stock's (the default ``AutograderGrade.counts``), and every row where
 the judge disagrees says so in grades.csv, review.txt and the report, and shows the student
@@ -32,9 +32,10 @@ DIFFERENCES = {
     ("ben", "test_dedupe"): "contradicted",  # (ben's clip01 agrees: the judge carries tensors)
     # honest: numpy's global generator, seeded by the test in one kernel only
     ("cai", "test_noisy_reproducible"): "unconfirmed",
-    # a class named builtins.ValueError that is not one: stock 0
-    ("dan", "test_parse_rejects"): "contradicted",
 }
+# dan raises a class named builtins.ValueError that is not one: stock 0, and the judge's 0 too
+# since it takes "built-in" from the class's identity, not its name (issue 35 item 4)
+AGREE = {("dan", "test_parse_rejects")}
 # tests whose solution the judge cannot check (a file, the environment): one kernel alone; captured
 # stdout it carries (what a call printed is written to the test's own sys.stdout)
 KERNEL_ONLY = {"test_save_lines", "test_data_dir"}
@@ -75,6 +76,8 @@ def test_every_difference_is_a_status_with_both_scores(statey):
             assert r["status"] == "ok", r
     for key, status in DIFFERENCES.items():
         assert seen.get(key) == status, (key, seen.get(key))
+    for key in AGREE:
+        assert key not in seen, (key, seen[key])
     # the students whose notebook the judge cannot carry (2,100 globals; a later cell reading the
     # test's x): never a silent difference, never a fallback the submission chose
     assert {k for k in seen if k[0] in ("eve", "gus")} <= {

@@ -19,7 +19,8 @@ Format (one JSON document; ``NaN``/``Infinity`` allowed)::
         the tensor spans), "requires_grad", "is_leaf", "grad_fn", "version", "grad",
         "storage" (an id shared by tensors with the same memory), "subclass"}
     {"$": "numpy", "dtype", "shape", "data", "scalar"}
-    {"$": "exception", "type", "module", "message"}
+    {"$": "exception", "type", "module", "message", "bases", "builtin"}   ("builtin": the class
+        is the built-in of that name, by identity; "bases": the built-ins it derives from)
     {"$": "ref", "i": n}                  the very object the judge passed as tracked object n
     {"$": "recorder", "calls": [[args-tuple, kwargs-dict], ...], "snapshots": [...]}
     {"$": "state", "values", "version", "requires_grad", "grad"}   an autograder.checks.TensorState
@@ -538,8 +539,21 @@ def _exception(exc):
         "type": t.__qualname__ if isinstance(t.__qualname__, str) else "Exception",
         "module": t.__module__ if isinstance(t.__module__, str) else "",
         "message": message[:MAX_STR],
-        "bases": [c.__name__ for c in t.__mro__ if c.__module__ == "builtins"][:8],
+        # the built-in classes it derives from, by identity: a class that only says it is
+        # builtins.ValueError (its __module__ and name set so) is not one, in one kernel or here
+        "bases": [c.__name__ for c in t.__mro__ if _is_builtin(c)][:8],
+        "builtin": _is_builtin(t),
     }
+
+
+def _is_builtin(cls) -> bool:
+    import builtins
+
+    try:
+        name = getattr(cls, "__name__", None)
+        return isinstance(name, str) and getattr(builtins, name, None) is cls
+    except Exception:  # noqa: BLE001 - a class whose name cannot be read is not a built-in
+        return False
 
 
 def _qualname(t) -> str:
@@ -899,7 +913,9 @@ def mirror_exception(node) -> BaseException:
 
     A built-in exception type is re-created as itself (``RuntimeError("...")``), so a test's
     ``except RuntimeError`` works; any other type becomes a class of the same name derived
-    from the nearest built-in base the student's type had. Only the message is kept."""
+    from the nearest built-in base the student's type had. Only the message is kept. "Built-in"
+    is the encoder's identity check (``"builtin"``), not the name: a class whose ``__module__``
+    says builtins is mirrored like any other, as one kernel's ``except`` treats it."""
     import builtins
 
     name = _str(node, "type")[:200]
@@ -908,7 +924,7 @@ def mirror_exception(node) -> BaseException:
     bases = node.get("bases", [])
     if type(bases) is not list or any(type(b) is not str for b in bases):
         raise ObservationError("bad exception bases")
-    if module == "builtins":
+    if module == "builtins" and node.get("builtin", False) is True:
         cls = getattr(builtins, name, None)
         if isinstance(cls, type) and issubclass(cls, BaseException):
             return _instantiate(cls, message)
