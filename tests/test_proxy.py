@@ -245,3 +245,94 @@ print(json.dumps({k: (list(v) if type(v) is tuple else list(v._path)) for k, v i
     import json
 
     assert json.loads(out.strip().splitlines()[-1]) == {"helper": ["other"], "gone": ["$deleted"]}
+
+
+# --------------------------------------------------------------------------- grading v5, issue 35
+# item 2: what a call writes into the test's own containers reaches the test, as in one kernel
+
+MUTATIONS = {
+    "list": [
+        "x.append(1)",
+        "x[:] = sorted(x)",
+        "x.clear()",
+        "x.insert(0, 'a')",
+        "x.reverse()",
+        "x = x + [1]",
+        "pass",
+        "x.extend(x)",
+        "del x[:1]",
+    ],
+    "dict": [
+        "x['k'] = 1",
+        "x.pop(next(iter(x)), None) if x else None",
+        "x.clear()",
+        "x.update(a=2)",
+        "x = dict(x, z=0)",
+        "pass",
+    ],
+    "set": ["x.add(5)", "x.discard(1)", "x.clear()", "x |= {7}", "x = x | {8}", "pass"],
+    "ndarray": ["x += 1", "x[...] = 0", "x.sort()", "x *= 2", "x = x + 1", "pass", "x[:1] = -5"],
+    "bytearray": ["x.extend(b'z')", "x[:1] = b'q'", "x.clear()", "pass"],
+}
+
+
+def _container(kind, values):
+    if kind == "list":
+        return list(values)
+    if kind == "dict":
+        return {f"k{i}": v for i, v in enumerate(values)}
+    if kind == "set":
+        return set(values)
+    if kind == "ndarray":
+        return np.array(values, dtype=float)
+    return bytearray(bytes(v % 256 for v in values))
+
+
+def _same(a, b):
+    if isinstance(a, np.ndarray):
+        return type(b) is np.ndarray and a.dtype == b.dtype and np.array_equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+def test_a_calls_writes_into_the_tests_containers_are_carried():
+    """Generated: a container of each carried type, a function that writes into it (or rebinds its
+    parameter, or does nothing); the test's own object after the call through the judge's proxy
+    equals the same object after the same call in one kernel, and so does the returned value."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @st.composite
+    def cases(draw):
+        kind = draw(st.sampled_from(sorted(MUTATIONS)))
+        values = draw(st.lists(st.integers(-3, 9), min_size=1, max_size=6))
+        return kind, values, draw(st.sampled_from(MUTATIONS[kind]))
+
+    @settings(max_examples=120, deadline=None, derandomize=True, database=None)
+    @given(cases(), st.booleans())
+    def check(case, by_keyword):
+        kind, values, op = case
+        ns: dict = {}
+        exec(f"import numpy as np\ndef f(x):\n    {op}\n    return len(x)\n", ns)
+        server = remote.Server(ns)
+
+        class Channel:
+            def call(self, header, payload):
+                return server.serve_call(header, payload)
+
+        saved = remote.connect(remote.Link(Channel()))
+        try:
+            ours = _container(kind, values)
+            alias = ours  # a test's alias sees the write too
+            got = (
+                remote.Remote(("f",), {"classes": []})(**{"x": ours})
+                if by_keyword
+                else (remote.Remote(("f",), {"classes": []})(ours))
+            )
+        finally:
+            remote.connect(saved)
+        one_kernel = _container(kind, values)
+        want = ns["f"](one_kernel)
+        assert got == want, (kind, values, op)
+        assert alias is ours and _same(ours, one_kernel), (kind, values, op, ours, one_kernel)
+
+    check()

@@ -381,6 +381,7 @@ def _ship(fn, args, kwargs, tracked=None):
             for i, (o, n) in enumerate(zip(tracked, after_nodes, strict=True))
             if has_state(o)
         ]
+        moved = _moved(doc.get("moved"), args, kwargs, dec)
         texts = []
         for key in ("stdout", "stderr"):
             t = doc.get(key, "")
@@ -403,6 +404,8 @@ def _ship(fn, args, kwargs, tracked=None):
         error = StudentProcessError("tampered", f"an observation that cannot be genuine: {problem}")
         _report(error)
         raise error
+    for target, contents in moved:  # what the call wrote into the test's own list, dict, array ...
+        _write_into(target, contents)
     # what the student's code printed during the call appears in the test's output, as in one
     # kernel (where a write to stderr fails the test, nbgrader's rule)
     if texts[0]:
@@ -410,6 +413,55 @@ def _ship(fn, args, kwargs, tracked=None):
     if texts[1] and quiet_level() == 0:
         sys.stderr.write(texts[1])
     return Outcome(value, error, after, texts[0], texts[1], warnings)
+
+
+def _moved(nodes, args, kwargs, dec) -> list:
+    """``[(argument, new contents)]``: the test's own containers a call changed in place (the
+    student's process reports them: :func:`autograder.remote.server._containers`), checked: each
+    names an argument of this call of a carried type, and its new contents are of the same type."""
+    if nodes is None:
+        return []
+    if type(nodes) is not dict or len(nodes) > len(args) + len(kwargs):
+        raise observation.ObservationError("bad moved arguments")
+    out = []
+    for where, node in nodes.items():
+        if type(where) is not str:
+            raise observation.ObservationError("bad moved arguments")
+        if where.startswith("="):
+            if where[1:] not in kwargs:
+                raise observation.ObservationError("a moved argument that was not given")
+            target = kwargs[where[1:]]
+        elif where.isdigit() and int(where) < len(args):
+            target = args[int(where)]
+        else:
+            raise observation.ObservationError("a moved argument that was not given")
+        value = dec.decode(node)
+        if not _same_kind(target, value):
+            raise observation.ObservationError("a moved argument of another type")
+        out.append((target, value))
+    return out
+
+
+def _same_kind(target, value) -> bool:
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and type(target) is numpy.ndarray:
+        return type(value) is numpy.ndarray
+    if type(target) is bytearray:
+        return type(value) in (bytes, bytearray)
+    return type(target) in (list, dict, set) and type(value) is type(target)
+
+
+def _write_into(target, value):
+    """Write ``value`` into the test's ``target`` as the call wrote into its copy (aliases see it).
+    An array whose shape or dtype the call changed (``resize``) is left as it is: numpy cannot
+    change a view's shape in place either way."""
+    if type(target) is list or type(target) is bytearray:
+        target[:] = value
+    elif type(target) in (dict, set):
+        target.clear()
+        target.update(value)
+    elif target.shape == value.shape and target.dtype == value.dtype and target.flags.writeable:
+        target[...] = value
 
 
 def _report(error):

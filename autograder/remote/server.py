@@ -160,6 +160,7 @@ class Server:
         warnings_seen: list = []
         doc: dict = {}
         outcome = None
+        containers = _containers(args, kwargs, tracked)  # before the call: the test's data as sent
         saved = self._apply_edits(edits)
         try:
             if header.get("quiet"):
@@ -186,6 +187,9 @@ class Server:
             doc["after"] = [
                 enc.encode(o, top_tracked=True) if has_state(o) else None for o in tracked
             ]
+            moved = _moved(containers, tracked)
+            if moved:
+                doc["moved"] = moved
         except observation.ObservationTooLarge as exc:
             doc = {"error": f"what the call returned is too large to grade: {exc}"}
         except Exception as exc:  # noqa: BLE001 - an object that breaks when read
@@ -249,6 +253,48 @@ class _Unpickler(pickle.Unpickler):
         if type(pid) is not tuple or not pid:
             raise pickle.UnpicklingError("not a handle's path")
         return self.server.value(pid)
+
+
+# What a call did to the plain containers it was given (issue 35 item 2): a test that reads its own
+# list, dict, set, bytearray or numpy array after the call sees in one kernel what the call wrote
+# into it; the judge's copy is another object. Only arguments given directly (not nested), of exactly
+# those types, encoded as plain data within a budget (no student code runs to read them); one that
+# does not fit is not carried (the judge's verdict may then differ from one kernel's, and says so).
+CARRIED = ("list", "dict", "set", "bytearray", "ndarray")
+MOVED_BUDGET = {"max_nodes": 20_000, "max_bytes": 8 << 20}
+
+
+def _containers(args, kwargs, tracked) -> list:
+    """``[(where, object, its plain encoding)]`` for the arguments a call may change in place."""
+    out = []
+    items = [(str(i), a) for i, a in enumerate(args)] if type(args) is tuple else []
+    if type(kwargs) is dict:
+        items += [(f"={k}", v) for k, v in kwargs.items() if type(k) is str]
+    for where, obj in items:
+        if type(obj).__name__ not in CARRIED or type(obj).__module__ not in ("builtins", "numpy"):
+            continue
+        plain = _plain(obj, tracked)
+        if plain is not None:
+            out.append((where, obj, plain))
+    return out
+
+
+def _plain(obj, tracked):
+    try:
+        node = observation.Encoder(tracked, plain_only=True, **MOVED_BUDGET).encode(obj)
+        return node, observation.dumps(node)
+    except Exception:  # noqa: BLE001 - not plain, or over the budget: not carried
+        return None
+
+
+def _moved(containers, tracked) -> dict:
+    """``{where: node}``: the containers whose contents the call changed, as they are now."""
+    out = {}
+    for where, obj, (_, before) in containers:
+        now = _plain(obj, tracked)
+        if now is not None and now[1] != before:
+            out[where] = now[0]
+    return out
 
 
 def _size(fd):
