@@ -528,3 +528,26 @@ def test_a_stock_courses_rows_grouped_by_exception_and_normalised_message(tmp_pa
         ("not-implemented", "not implemented yet"): 1,
         ("exception", "no message"): 1,
     }
+
+
+def test_attempts_without_a_number_are_not_attempts(tmp_path):
+    """serve's attempts.csv holds refused submissions (no attempt number, sometimes no student):
+    the class report reads the counted attempts and skips those, instead of failing whole."""
+    from autograder.grading.results.class_report import read_attempts
+
+    path = tmp_path / "attempts.csv"
+    path.write_text(
+        "id,student,assignment,state,attempt,counted,submitted,seen,started,finished,released,"
+        "score,max_score,reason\n"
+        "a,ann,hw,released,1,1,2026-11-29T06:27:12.460Z,,,,2026-11-29T06:27:13.000Z,1,1,\n"
+        "m,mal,hw,refused,,0,2026-01-01T00:00:00.000Z,,,,,,,refused: a symbolic link\n"
+        "x,,,refused,,0,,,,,,,,refused: a control character in the folder name\n"
+        "b,ann,hw,released,2,1,2026-11-29T06:30:00Z,,,,,1,1,\n",
+        encoding="utf-8",
+    )
+    got = read_attempts(path)
+    assert [(a.student, a.attempt) for a in got] == [("ann", 1), ("ann", 2)]
+    assert got[0].released is not None and got[1].released is None
+    (tmp_path / "bad.csv").write_text(path.read_text().replace(",1,1,2026", ",one,1,2026", 1))
+    with pytest.raises(ValueError, match="not an attempts row"):
+        read_attempts(tmp_path / "bad.csv")

@@ -337,10 +337,15 @@ class Attempt:
 
 def read_attempts(path: Path) -> list[Attempt]:
     """``attempts.csv`` (``autograder serve``): student, assignment, attempt, submitted, seen,
-    started, finished, released (ISO 8601 or seconds since the epoch; empty when not yet)."""
+    started, finished, released (ISO 8601 or seconds since the epoch; empty when not yet). A row
+    without an attempt number is a submission that counts as none (refused at intake, or not
+    counted): not an attempt, skipped (it once failed the whole report: a loaded run of
+    test_serve, where the report came after the hostile intake's refusals)."""
     out = []
     with open(path, newline="", encoding="utf-8") as fh:
         for d in csv.DictReader(fh):
+            if not d.get("attempt"):
+                continue
             try:
                 out.append(
                     Attempt(
