@@ -187,7 +187,11 @@ def check_case(case, all_rows, course, stock_grades, student=None):
         score = 0.0 if any(fnmatch.fnmatch(gid, p) for p in spec.get("zero", [])) else base_score
         judge = float(row["judge_score"]) if row["judge_score"] else float(row["score"])
         judge_status = row["judge_status"] or row["status"]
-        if judge_status != status:
+        # a list: either status (forged-deep-reply: its 93 MB reply is made by the student's own
+        # process, on the test's clock; on a loaded machine (load 12 on 2 cores, measured) the
+        # 4 s limit ends it before the judge refuses it: 0 either way, the judge's memory bounded
+        # (test_forged_deep_reply_leaves_the_judge_bounded))
+        if judge_status not in (status if isinstance(status, list) else [status]):
             problems.append(f"{gid}: the judge's status {judge_status}, expected {status}")
         if judge != score and spec.get("compare") != "le":
             problems.append(f"{gid}: the judge's score {judge:g}, expected {score:g}")
