@@ -62,6 +62,9 @@ def courses(tmp_path_factory, needs_bubblewrap):
 
 
 def test_excluded_and_unknown_students_are_not_graded_as_stock(courses):
+    # a refused submission fails the command, as stock's (exit 1; here 4: "something refused")
+    assert courses["stock"].returncode == 1, explain(courses["stock"])
+    assert courses["ours"].returncode == 4 and "carol/01_relu_inplace" in courses["ours"].stderr
     assert _graded(courses["stock_root"]) == {"alice"}, explain(courses["stock"])
     assert _graded(courses["ours_root"]) == {"alice"}, explain(courses["ours"])
     rows = (courses["ours_root"] / "out" / "grades.csv").read_text().splitlines()[1:]
@@ -112,7 +115,8 @@ def test_nbgrader_command_line_options_override_the_files(courses, tmp_path):
         "--no-gradebook",
         "--CourseDirectory.student_id_exclude=alice",
     )
-    assert proc.returncode == 0, explain(proc)
+    # bob and carol are not in the gradebook (Autograde.create_student = False): refused, exit 4
+    assert proc.returncode == 4 and "bob/01_relu_inplace" in proc.stderr, explain(proc)
     rows = (tmp_path / "out" / "grades.csv").read_text().splitlines()[1:]
     assert {row.split(",")[0] for row in rows} == {"bob", "carol"}  # alice excluded, not bob
     refused = grade(ours, "--out", str(tmp_path / "x"), "--course", str(ours), "--no-execute")

@@ -141,8 +141,12 @@ def hostile(tmp_path_factory):
 
 
 def test_hostile_run_succeeds(hostile):
+    """Every hostile notebook graded; the two student folders whose names are not usable ids are
+    refused, which makes the exit status 4 (stock exits 1 on a submission it cannot grade), and
+    stderr names them escaped."""
     proc = hostile["proc"]
-    assert proc.returncode == 0, explain(proc)
+    assert proc.returncode == 4, explain(proc)
+    assert "submission(s) refused" in proc.stderr and "alice\\n/" in proc.stderr, explain(proc)
     assert "test cells by status:" in proc.stdout
 
 

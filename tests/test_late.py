@@ -100,6 +100,8 @@ def test_an_unreadable_timestamp_refuses_that_submission_and_says_why(courses):
     assert rows and all(",refused," in row for row in rows), rows
     assert BAD not in _gradebook(courses["ours_root"])  # as stock: nothing recorded for it
     assert "timestamp.txt holds 'yesterday-ish'" in courses["ours"].stdout + courses["ours"].stderr
+    # and the command fails as stock's does (exit 4: something was refused, the rest graded)
+    assert courses["ours"].returncode == 4 and f"{BAD}/" in courses["ours"].stderr
 
 
 def test_student_and_notebook_patterns_select_as_nbgraders(courses, tmp_path):

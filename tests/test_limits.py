@@ -128,6 +128,21 @@ def test_one_grader_error_row_makes_the_run_exit_3(capsys):
     assert run.exit_status() == 3
 
 
+def test_a_refused_submission_makes_the_run_exit_4_and_is_named_escaped(capsys):
+    """Stock exits 1 when it cannot grade a submission (nbgrader's test_missing_student,
+    test_grade_empty_timestamp): so does this grader, with 4 ("something refused, the rest
+    graded"), naming each refused student/assignment escaped (a folder name is the student's)."""
+    run = _run_with([_row("t1", "ok")])
+    run.refused_subs = [("bad\x1b[2J", "a", "nb"), ("bad\x1b[2J", "a", "nb2")]
+    assert run.exit_status() == 4
+    err = capsys.readouterr().err
+    assert "1 submission(s) refused" in err and "bad\\x1b[2J/a" in err and "\x1b" not in err
+    # a grader error is still the worse news
+    run = _run_with([_row("t1", "grader-error")])
+    run.refused_subs = [("x", "a", "nb")]
+    assert run.exit_status() == 3
+
+
 def test_every_row_status_is_in_the_readme_table():
     """status.py is the one place a row's status comes from: a word a verdict carries that is not
     a status (`observation-error`, `no-process`, anything unknown) becomes one of the table."""

@@ -551,3 +551,14 @@ def test_attempts_without_a_number_are_not_attempts(tmp_path):
     (tmp_path / "bad.csv").write_text(path.read_text().replace(",1,1,2026", ",one,1,2026", 1))
     with pytest.raises(ValueError, match="not an attempts row"):
         read_attempts(tmp_path / "bad.csv")
+
+
+def test_the_summary_counts_notebooks_without_test_cells():
+    """A notebook with no test cell has no row; it was graded all the same (nbgrader's
+    test_handle_failure grades four such notebooks): the count is of notebooks, not of rows."""
+    rows = [Row("ada", "a1", "nb1", "t1", 1.0, 2.0, "ok")]
+    graded = [("ada", "a1", "nb1"), ("ada", "a1", "nb2"), ("bo", "a1", "nb1")]
+    text = report.summary(rows, 10.0, "", startup=4.0, notebooks=graded)
+    assert text.splitlines()[0] == "graded 3 notebooks (2 students) in 10.0 s"
+    assert "2.00 s per notebook" in text
+    assert report.summary([], 1.0, "").splitlines()[0].startswith("graded 0 notebooks")

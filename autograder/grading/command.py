@@ -9,9 +9,11 @@ student, assignment, notebook and graded test cell), ``OUT/feedback/<student>/<a
 and records the scores in the course's nbgrader gradebook (``nbgrader export``, formgrader),
 with the autograded notebooks under the course's ``autograded/``. Exit status: 0 every
 notebook was graded; 2 nothing was graded (no sandbox, no submissions folder, a bad option);
-3 the grader failed on some notebooks (status ``grader-error``); 4 some assignments were
-refused (what they use cannot be graded as nbgrader would; named on stderr, nothing written for
-them) and every other one was graded.
+3 the grader failed on some notebooks (status ``grader-error``); 4 some assignments or
+submissions were refused and every other one was graded (an assignment: what it uses cannot be
+graded as nbgrader would; a submission: an unreadable ``timestamp.txt``, a student folder that
+is not a usable id, a student the gradebook lacks under ``Autograde.create_student = False``;
+each named on stderr, nothing written for it; stock ``nbgrader autograde`` exits 1 for either).
 """
 
 from __future__ import annotations
@@ -258,6 +260,8 @@ class GradeRun:
         self.dropped: dict = {}  # key -> test-owned names the student's code wrote (dropped)
         self.invariant = [0, 0.0]  # the judge's checks after each call: count, seconds
         self.settled: dict = {}  # OUT/settled.csv (verdicts.settled)
+        self.graded: list = []  # (student, assignment, notebook) of every notebook graded
+        self.refused_subs: list = []  # (student, assignment, notebook) of every one refused
 
     # -- before grading --------------------------------------------------------------
     def read_settings(self):
@@ -525,8 +529,10 @@ class GradeRun:
                 self.invariant[0] += int(inv[0])
                 self.invariant[1] += float(inv[1])
         if sub.status == "refused":  # not a usable id: no folder, no gradebook entry is made for it
+            self.refused_subs.append((sub.student, sub.assignment, sub.notebook))
             self.bar.update(1)
             return
+        self.graded.append((sub.student, sub.assignment, sub.notebook))
         feedback.write(self.out, sub, rows, result)
         if self.writer is not None:
             self.writer.record(sub, rows)
@@ -546,7 +552,11 @@ class GradeRun:
         )  # what each test said: autograder report
         print(
             report.summary(
-                all_rows, time.monotonic() - self.started, self.jobs_text, startup=self.startup
+                all_rows,
+                time.monotonic() - self.started,
+                self.jobs_text,
+                startup=self.startup,
+                notebooks=self.graded,
             )
         )
         review = out / "review.txt"
@@ -602,8 +612,15 @@ class GradeRun:
                 f"{', '.join(self.refused)}",
                 file=sys.stderr,
             )
-            return 4
-        return 0
+        if self.refused_subs:  # stock exits 1 when a submission fails (nbgrader's own tests)
+            # escaped: a student folder's name is the student's to choose (newlines, escapes)
+            keys = sorted({ascii(f"{k[0]}/{k[1]}")[1:-1] for k in self.refused_subs})
+            print(
+                f"autograder grade: {len(keys)} submission(s) refused, not graded (their rows "
+                f"say why): {', '.join(keys[:20])}" + (" ..." if len(keys) > 20 else ""),
+                file=sys.stderr,
+            )
+        return 4 if self.refused or self.refused_subs else 0
 
 
 def _calibrate(course, assignments, args, pool, options, limits, imports, out):

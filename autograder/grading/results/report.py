@@ -312,14 +312,20 @@ def progress(total: int, enabled=True):
     )
 
 
-def summary(rows, seconds: float, jobs_text: str, startup: float | None = None) -> str:
+def summary(
+    rows, seconds: float, jobs_text: str, startup: float | None = None, notebooks=()
+) -> str:
     """The closing lines: notebooks, mean score, time (start-up apart from grading when given:
-    the settings, sandboxes, intake and calibration before the first notebook), rows by status."""
+    the settings, sandboxes, intake and calibration before the first notebook), rows by status.
+    ``notebooks``: the ``(student, assignment, notebook)`` of every notebook graded, those with no
+    test cell (no row) among them, so that the count is of notebooks, not of notebooks with rows."""
     by_notebook: dict = {}
     for r in rows:
         key = (r.student, r.assignment, r.notebook)
         s, m = by_notebook.get(key, (0.0, 0.0))
         by_notebook[key] = (s + r.score, m + r.max_score)
+    for key in notebooks:
+        by_notebook.setdefault(tuple(key), (0.0, 0.0))
     statuses = Counter(r.status for r in rows)
     n = len(by_notebook)
     lines = [
