@@ -99,6 +99,7 @@ def main(argv=None) -> int:
         str(ours.root),
         "--jobs",
         str(args.jobs),
+        "--force",  # each timed run grades every notebook again (nbgrader's skip-if-graded off)
         "--quiet",
     ]
 

@@ -136,8 +136,9 @@ def add_parser(subparsers):
         "-f",
         "--force",
         action="store_true",
-        help="nbgrader's flag, accepted: every submission selected is graded every time (without "
-        "it nbgrader skips a submission it has autograded already)",
+        help="grade again a submission autograded before (nbgrader's flag; without it, as "
+        "nbgrader, a student's assignment with a folder in autograded/ is skipped unless its "
+        "timestamp.txt is newer than the autograded copy's)",
     )
     p.add_argument(
         "--no-gradebook",
@@ -234,6 +235,58 @@ def _steps(grade) -> int:
         return 2
     grade.write_reports()  # grades.csv, the summary, review.txt
     return grade.exit_status()
+
+
+def _autograded_before(subs, config, force: bool, whole: bool):
+    """The submissions to grade, as nbgrader's ``init_destination`` (converters/base.py) decides
+    per student and assignment, with what it removes first (``autograded/<student>/<assignment>``:
+    ``dest``): graded when ``dest`` is missing (with ``--notebook``: when a selected notebook is
+    missing there); else with ``--force``, after removing ``dest`` (with ``--notebook``: the
+    selected notebooks in it); else when the submission's ``timestamp.txt`` is newer than
+    ``dest``'s, after the same removal; else skipped, and said so. A refused submission is kept
+    (its rows say why). nbgrader's own tests (tests/test_nbgrader_suite.py: test_force,
+    test_filter_notebook, test_update_newer ...) pin each branch."""
+    import shutil
+
+    from autograder.grading.intake.collect import read_timestamp
+
+    groups: dict = {}
+    for s in subs:
+        groups.setdefault((s.student, s.assignment), []).append(s)
+    keep, skipped = [], []
+    for (student, assignment), group in groups.items():
+        dest = Path(config.autograded) / student / assignment
+        present = [s for s in group if s.status is None]
+        if any(s.status == "refused" for s in group) or not dest.is_dir():
+            keep += group
+            continue
+        files = [dest / f"{s.notebook}.ipynb" for s in present]
+        if not whole and not all(f.exists() for f in files):
+            keep += group
+            continue
+        newer = False
+        if not force:
+            new = next((s.timestamp for s in group if s.timestamp is not None), None)
+            old = read_timestamp(dest)[0]
+            newer = new is not None and old is not None and new > old
+        if force or newer:
+            if whole:
+                shutil.rmtree(dest)
+            else:
+                for f in files:
+                    f.unlink(missing_ok=True)
+            keep += group
+        else:
+            skipped.append(f"{student}/{assignment}")
+    if skipped:
+        names = ", ".join(ascii(k)[1:-1] for k in sorted(skipped)[:20])
+        more = " ..." if len(skipped) > 20 else ""
+        print(
+            f"skipping {len(skipped)} submission(s) autograded before (their autograded/ folder "
+            f"exists and timestamp.txt is not newer; --force grades them again): {names}{more}",
+            file=sys.stderr,
+        )
+    return keep
 
 
 class GradeRun:
@@ -399,6 +452,8 @@ class GradeRun:
                 subs = [s for s in subs if any(fnmatchcase(of(s), p) for p in patterns)]
                 if not subs:
                     print(f"no submission matches --{flag} {' '.join(patterns)}", file=sys.stderr)
+        if not args.no_gradebook:
+            subs = _autograded_before(subs, course.config, args.force, whole=not args.notebook)
         self.subs = subs
         refused = {a: course.unsupported(a) for a in sorted({s.assignment for s in subs})}
         self.refused = {a: p for a, p in refused.items() if p}
