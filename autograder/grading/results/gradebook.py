@@ -376,7 +376,22 @@ def write_autograded(config, sub, rows, result) -> Path | None:
     _replace(path)
     nbformat.write(nb, path)
     os.chmod(path, permissions)
+    if config.groupshared:
+        _share_with_group(folder, Path(config.autograded))
     return path
+
+
+def _share_with_group(folder: Path, root: Path) -> None:
+    """``CourseDirectory.groupshared``: nbgrader's ``set_permissions`` for folders, as it does it:
+    every folder under the submission's (itself included) and the ``autograded`` folder get
+    ``rwx`` and setgid for the group (``| 0o2770``, other bits kept), where they lack them."""
+    for path in [*(Path(d) for d, _, _ in os.walk(folder)), root]:
+        mode = path.stat().st_mode
+        if mode & 0o2770 != 0o2770:
+            try:
+                os.chmod(path, (mode | 0o2770) & 0o2777)
+            except PermissionError:  # nbgrader warns and goes on
+                print(f"could not make {path} groupshared", file=sys.stderr)
 
 
 def _source_files(folder: Path) -> list:
