@@ -405,7 +405,7 @@ def _ship(fn, args, kwargs, tracked=None):
         _report(error)
         raise error
     for target, contents in moved:  # what the call wrote into the test's own list, dict, array ...
-        _write_into(target, contents)
+        write_into(target, contents)
     # what the student's code printed during the call appears in the test's output, as in one
     # kernel (where a write to stderr fails the test, nbgrader's rule)
     if texts[0]:
@@ -451,10 +451,15 @@ def _same_kind(target, value) -> bool:
     return type(target) in (list, dict, set) and type(value) is type(target)
 
 
-def _write_into(target, value):
-    """Write ``value`` into the test's ``target`` as the call wrote into its copy (aliases see it).
-    An array whose shape or dtype the call changed (``resize``) is left as it is: numpy cannot
-    change a view's shape in place either way."""
+def write_into(target, value) -> bool:
+    """Write ``value`` into ``target`` - a list, bytearray, dict, set or numpy array, ``value`` of
+    the same kind - so that every alias of ``target`` sees it, as one kernel's object would have
+    changed; True when written. An array whose shape or dtype changed (``resize``), or a
+    read-only one, is left as it is (numpy cannot change a view's shape in place either way).
+    One rule for both places a copy's writes come back: a call's arguments here, and the names
+    the judge holds (grading.host.judge)."""
+    if not _same_kind(target, value):
+        return False
     if type(target) is list or type(target) is bytearray:
         target[:] = value
     elif type(target) in (dict, set):
@@ -462,6 +467,9 @@ def _write_into(target, value):
         target.update(value)
     elif target.shape == value.shape and target.dtype == value.dtype and target.flags.writeable:
         target[...] = value
+    else:
+        return False
+    return True
 
 
 def _report(error):
