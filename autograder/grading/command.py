@@ -237,6 +237,13 @@ def _steps(grade) -> int:
     return grade.exit_status()
 
 
+def _printable(text: str) -> str:
+    """``text`` for a terminal: a folder name is the student's to choose, so each character that
+    is not printable (a newline, an escape sequence) is written as Python writes it (``\\n``,
+    ``\\x1b``); the rest, an id intake has escaped already among it, as it is."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def _autograded_before(subs, config, force: bool, whole: bool):
     """The submissions to grade, as nbgrader's ``init_destination`` (converters/base.py) decides
     per student and assignment, with what it removes first (``autograded/<student>/<assignment>``:
@@ -279,7 +286,7 @@ def _autograded_before(subs, config, force: bool, whole: bool):
         else:
             skipped.append(f"{student}/{assignment}")
     if skipped:
-        names = ", ".join(ascii(k)[1:-1] for k in sorted(skipped)[:20])
+        names = ", ".join(_printable(k) for k in sorted(skipped)[:20])
         more = " ..." if len(skipped) > 20 else ""
         print(
             f"skipping {len(skipped)} submission(s) autograded before (their autograded/ folder "
@@ -668,8 +675,7 @@ class GradeRun:
                 file=sys.stderr,
             )
         if self.refused_subs:  # stock exits 1 when a submission fails (nbgrader's own tests)
-            # escaped: a student folder's name is the student's to choose (newlines, escapes)
-            keys = sorted({ascii(f"{k[0]}/{k[1]}")[1:-1] for k in self.refused_subs})
+            keys = sorted({_printable(f"{k[0]}/{k[1]}") for k in self.refused_subs})
             print(
                 f"autograder grade: {len(keys)} submission(s) refused, not graded (their rows "
                 f"say why): {', '.join(keys[:20])}" + (" ..." if len(keys) > 20 else ""),
