@@ -185,6 +185,9 @@ def _is_notebook(item):
 # figure check, tests/nbval_figures.py) go before the short modules, not last.
 FIRST = {
     "tests/test_grading.py": 534,
+    # nbgrader's own autograde tests: 42 runs, each a class of its own (so spread over both
+    # workers); 1,840 s on one worker of a machine loaded at 8-11 (2026-11-29), not yet measured quiet
+    "tests/test_nbgrader_suite.py": 400,
     "tests/test_serve.py": 247,
     "tests/test_any_course.py": 235,
     "tests/test_browser.py": 190,
