@@ -144,3 +144,34 @@ def test_not_a_zip_is_refused(course, tmp_path):
     z.write_bytes(b"PK\x03\x04 not really")
     proc = collect(course, z)
     assert proc.returncode == 1 and "not a readable zip" in proc.stderr, explain(proc)
+
+
+@pytest.mark.parametrize(
+    ("source_kernel", "submitted", "refused"),
+    [
+        ({"name": "python3", "language": "python"}, {"name": "blarg"}, False),  # source's wins
+        (None, None, False),  # neither names one: the default kernel, as stock
+        (None, {"name": "python3"}, False),
+        (None, {"name": "python"}, False),  # jupyter_client's alias of the native kernel
+        (None, {"name": "blarg"}, True),  # nbgrader's test_missing_source_kernelspec
+        (None, {"name": "../../etc/x"}, True),  # not a kernel name: never looked up
+        (None, {"name": "x" * 10_000}, True),
+        (None, {"name": 7}, True),
+        (None, "not a dict", False),  # no usable kernelspec: the default kernel
+    ],
+)
+def test_a_submission_is_refused_for_its_kernel_exactly_where_stock_fails(
+    source_kernel, submitted, refused
+):
+    """The rule: a submission is graded unless stock would start a kernel that is not installed
+    (or not Python) for it - only when the source names no kernel (OverwriteKernelspec)."""
+    from types import SimpleNamespace
+
+    from autograder.grading.intake.collect import kernel_refusal
+
+    source = SimpleNamespace(nb={"metadata": {"kernelspec": source_kernel} if source_kernel else {}})
+    nb = {"metadata": {"kernelspec": submitted}} if submitted is not None else {"metadata": {}}
+    why = kernel_refusal(source, nb)
+    assert (why is not None) == refused, why
+    if why:
+        assert "\n" not in why and len(why) < 300

@@ -140,10 +140,6 @@ DIFFERENCES: dict[str, str] = {
     "test_handle_failure_single_notebook": (
         "as test_handle_failure, one notebook selected with --notebook"
     ),
-    "test_missing_source_kernelspec": (
-        "a submission naming a kernel that is not installed, its source naming none: stock fails "
-        "it (exit 1); `autograder grade` runs it in Python, as every notebook"
-    ),
 }
 
 

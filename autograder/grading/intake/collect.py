@@ -506,8 +506,61 @@ def find_submissions(folder: Path, course: Course, warn=print) -> list[Submissio
                         )
                     else:
                         sub.files = files
+                        refusal = kernel_refusal(source, sub.nb)
+                        if refusal:
+                            sub.status, sub.message, sub.items = "refused", refusal, []
                 out.append(sub)
     return out
+
+
+KERNEL_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def kernel_refusal(source: SourceNotebook, nb) -> str | None:
+    """Why this submission is not graded for the kernel it names (None: it is graded), as stock
+    decides: nbgrader autograde gives a submission its source's kernelspec (OverwriteKernelspec);
+    a source naming none leaves the submission's, and stock then starts the kernel it names,
+    failing when none of that name is installed (nbgrader's test_missing_source_kernelspec). Here
+    every notebook runs in the sandbox's Python, so such a submission is refused (exit 4, its rows
+    say why): a kernel that is not installed, or one for another language. A name is looked up
+    only when it is a plain kernel name (a student writes it)."""
+    if (source.nb.get("metadata", {}) or {}).get("kernelspec"):
+        return None
+    spec = (nb.get("metadata", {}) or {}).get("kernelspec")
+    name = spec.get("name") if isinstance(spec, dict) else None
+    if not name:
+        return None
+    language = _kernel_language(name) if type(name) is str and KERNEL_NAME.fullmatch(name) else None
+    shown = repr(name)[:80]
+    if language is None:
+        return (
+            f"the notebook asks for kernel {shown}, which is not installed, and its source names "
+            "none: not graded (stock nbgrader autograde fails it too)"
+        )
+    if language != "python":
+        return (
+            f"the notebook asks for kernel {shown} ({language}): only Python notebooks are graded"
+        )
+    return None
+
+
+def _kernel_language(name: str) -> str | None:
+    """The language of the installed kernel ``name`` (lower case), or None when none is; the
+    name as jupyter_client's KernelManager resolves it (``python`` is the native kernel)."""
+    if name not in _KERNELS:
+        from jupyter_client.kernelspec import NATIVE_KERNEL_NAME, KernelSpecManager, NoSuchKernel
+
+        try:
+            spec = KernelSpecManager().get_kernel_spec(
+                NATIVE_KERNEL_NAME if name == "python" else name
+            )
+            _KERNELS[name] = str(spec.language).lower()
+        except (NoSuchKernel, OSError, ValueError):
+            _KERNELS[name] = None
+    return _KERNELS[name]
+
+
+_KERNELS: dict = {}
 
 
 TIMESTAMP = "timestamp.txt"
