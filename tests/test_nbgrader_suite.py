@@ -13,7 +13,7 @@ the duration of each test by :func:`routed`, which passes every command to nbgra
 instructor runs it) with the arguments translated by :func:`translate`. So the count of passing
 scenarios in ``make test`` is the count of nbgrader's autograde scenarios the drop-in passes.
 Stock passes every one (``pytest --pyargs nbgrader.tests.apps.test_nbgrader_autograde``:
-__STOCK__ on the pinned 0.9.6, 2026-11-29).
+40 passed, 2 skipped by nbgrader itself, on the pinned 0.9.6, 2026-11-29).
 
 Where ``autograder grade`` deliberately differs, the scenario is an expected failure with the
 reason (``strict``: it fails this module the day it starts passing), and the README's
