@@ -169,7 +169,9 @@ def test_a_submission_is_refused_for_its_kernel_exactly_where_stock_fails(
 
     from autograder.grading.intake.collect import kernel_refusal
 
-    source = SimpleNamespace(nb={"metadata": {"kernelspec": source_kernel} if source_kernel else {}})
+    source = SimpleNamespace(
+        nb={"metadata": {"kernelspec": source_kernel} if source_kernel else {}}
+    )
     nb = {"metadata": {"kernelspec": submitted}} if submitted is not None else {"metadata": {}}
     why = kernel_refusal(source, nb)
     assert (why is not None) == refused, why
