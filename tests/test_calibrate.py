@@ -98,3 +98,24 @@ def test_a_source_with_a_magic_goes_to_one_kernel_and_a_non_python_kernel_is_ref
     source.nb.metadata["kernelspec"]["language"] = "julia"
     assert "kernel language is 'julia'" in unsupported(source)[0]
     assert isinstance(calibrate.source_submission(source), Submission)
+
+
+def test_autotest_cells_take_the_gradebooks_record_or_the_assignment_is_refused(tmp_path):
+    """A test cell with AUTOTEST directives is graded with the code `generate_assignment`
+    recorded (stock's OverwriteCells); with no gradebook, nothing to take: refused, saying why.
+    (nbgrader's own autograde tests run the recorded case: tests/test_nbgrader_suite.py.)"""
+    import nbformat
+
+    from autograder.grading.config import CourseConfig, unsupported
+
+    root = tmp_path / "course"
+    (root / "source" / "hw1").mkdir(parents=True)
+    nb = nbformat.read(STATS101, as_version=4)
+    test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    test.source = "### AUTOTEST mean([1, 2])\n" + test.source
+    nbformat.write(nb, root / "source" / "hw1" / "hw1.ipynb")
+    course = collect.Course(root, config=CourseConfig(root=root))
+    source = course.notebooks("hw1")[0]
+    assert not (root / "gradebook.db").exists()  # never created by reading
+    (why,) = [p for p in unsupported(source) if "AUTOTEST" in p]
+    assert "no record" in why and "generate_assignment" in why

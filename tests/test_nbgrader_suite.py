@@ -113,17 +113,8 @@ def _autograde_is_autograder_grade(monkeypatch, needs_bubblewrap):
     monkeypatch.setenv("PATH", os.pathsep.join([bin_dir, os.environ.get("PATH", "")]))
 
 
-AUTOTEST = (
-    "nbgrader's AUTOTEST directives: refused (exit 4, named on stderr): `autograder grade` does not "
-    "instantiate the tests nbgrader generates from them; grade such an assignment with "
-    "`nbgrader autograde`"
-)
 # scenario -> why `autograder grade` differs there (the README's "nbgrader's own tests" lists them)
 DIFFERENCES: dict[str, str] = {
-    "test_grade_autotest": AUTOTEST,
-    "test_grade_hashed_autotest": AUTOTEST,
-    "test_grade_complex_autotest": AUTOTEST,
-    "test_hidden_tests_autotest": AUTOTEST,
     "test_side_effects": (
         "files a notebook writes while it runs stay in the sandbox: autograded/ gets the "
         "submission's and the source's files, not what the student's code wrote"

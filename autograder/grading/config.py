@@ -196,8 +196,9 @@ def unsupported(source_nb) -> list[str]:
     for test in source_nb.tests:
         if "AUTOTEST" in test.source:
             problems.append(
-                f"test cell {test.grade_id!r} uses nbgrader's AUTOTEST directives (tests generated "
-                "by `nbgrader generate_assignment`, which this grader does not instantiate)"
+                f"test cell {test.grade_id!r} uses nbgrader's AUTOTEST directives, and the "
+                "gradebook has no record of the tests `nbgrader generate_assignment` made from "
+                "them (stock grades the recorded tests: run generate_assignment first)"
             )
     return problems
 

@@ -167,6 +167,28 @@ def read_source(
     return SourceNotebook(assignment, path.stem, path, nb, tests, locked, order, cell_ids)
 
 
+AUTOTEST = "AUTOTEST"  # nbgrader's InstantiateTests.autotest_delimiter (and "HASHED AUTOTEST")
+
+
+def recorded_sources(config, assignment: str, notebook: str) -> dict[str, str]:
+    """``{grade_id: source}`` of the notebook's cells as ``generate_assignment`` recorded them in
+    the course's gradebook (empty when there is none: a gradebook is never created here)."""
+    url = config.gradebook_url
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).is_file():
+        return {}
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder.grading.results.gradebook import alembic_on_path
+
+    alembic_on_path()
+    try:
+        with Gradebook(url, config.course_id) as gb:
+            cells = gb.find_notebook(notebook, assignment).source_cells
+            return {c.name: c.source for c in cells}
+    except MissingEntry:
+        return {}
+
+
 class Course:
     """The instructor's side: ``<root>/<source_directory>/<assignment>/<notebook>.ipynb``, where
     the folders come from the course's nbgrader configuration (:mod:`.config`)."""
@@ -195,10 +217,31 @@ class Course:
     def notebooks(self, assignment: str) -> list[SourceNotebook]:
         if assignment not in self._cache:
             self._cache[assignment] = [
-                read_source(assignment, p, self.config.begin_hidden)
+                self._instantiated(read_source(assignment, p, self.config.begin_hidden))
                 for p in sorted((self.source / assignment).glob("*.ipynb"))
             ]
         return self._cache[assignment]
+
+    def _instantiated(self, nb: SourceNotebook) -> SourceNotebook:
+        """nbgrader's AUTOTEST directives become test code at ``generate_assignment``
+        (InstantiateTests, before SaveCells records every cell), and ``nbgrader autograde`` runs
+        the recorded code (OverwriteCells gives each grade cell the gradebook's source): a test
+        cell of the source with a directive is taken from the gradebook, as stock takes it. With
+        no record (the assignment not generated, no gradebook) it stays as written, and
+        :func:`..config.unsupported` refuses the assignment, saying so."""
+        if not any(AUTOTEST in t.source for t in nb.tests):
+            return nb
+        recorded = recorded_sources(self.config, nb.assignment, nb.name)
+        tests = []
+        for t in nb.tests:
+            code = recorded.get(t.grade_id) if AUTOTEST in t.source else None
+            if code is None:
+                tests.append(t)
+            else:
+                hidden = self.config.begin_hidden in code
+                tests.append(TestCell(t.grade_id, t.points, code, hidden, t.cell_id))
+        nb.tests = tests
+        return nb
 
     def unsupported(self, assignment: str) -> list[str]:
         """What the assignment's test cells use that the grader does not support (see :mod:`.config`)."""

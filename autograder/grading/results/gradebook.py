@@ -19,6 +19,14 @@ from pathlib import Path
 import nbformat
 
 
+def alembic_on_path() -> None:
+    """nbgrader's Gradebook runs `alembic` from PATH when it opens a database: this
+    environment's."""
+    bindir = os.path.dirname(sys.executable)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
+
+
 class GradebookWriter:
     def __init__(
         self,
@@ -30,10 +38,7 @@ class GradebookWriter:
     ):
         from nbgrader.api import Gradebook
 
-        # nbgrader runs `alembic` from PATH: use this environment's
-        bindir = os.path.dirname(sys.executable)
-        if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-            os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
+        alembic_on_path()
         self.root = Path(course_root)
         self.db_url = db_url or f"sqlite:///{self.root / 'gradebook.db'}"
         self.gb = Gradebook(self.db_url, course_id)  # as nbgrader autograde opens it
@@ -292,6 +297,7 @@ def autograded_notebook(sub, rows, result):
                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == test.grade_id
             )
             cell = copy.deepcopy(src_cell)
+            cell.source = test.source  # the code that ran: AUTOTEST's as the gradebook records it
             cell.outputs = []
             t = tests_out[k] if k < len(tests_out) else {}
             if t.get("output"):
