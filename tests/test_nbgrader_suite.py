@@ -124,9 +124,10 @@ DIFFERENCES: dict[str, str] = {
         "would be whatever the file says"
     ),
     "test_handle_failure": (
-        "a submitted notebook with grade cells its source lacks: stock fails that student's "
-        "assignment (exit 1, nothing in autograded/); `autograder grade` grades the cells the "
-        "source has and keeps the others as plain cells (exit 0)"
+        "a submitted notebook with nbgrader cells whose grade_id its source lacks: stock removes "
+        "the id, then its metadata check fails the student's assignment (exit 1, nothing in "
+        "autograded/); `autograder grade` grades the cells the source has and keeps the others "
+        "as plain cells (exit 0)"
     ),
     "test_handle_failure_single_notebook": (
         "as test_handle_failure, one notebook selected with --notebook"
