@@ -33,6 +33,7 @@ import contextlib
 import copy
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,6 +177,14 @@ def load(root, options=()) -> CourseConfig:
         )
     finally:
         AutogradeApp.clear_instance()
+
+
+def alembic_on_path() -> None:
+    """nbgrader's Gradebook runs `alembic` from PATH when it opens a database: this
+    environment's."""
+    bindir = os.path.dirname(sys.executable)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
 
 
 # --------------------------------------------------------------------------- what is refused

@@ -178,7 +178,7 @@ def recorded_sources(config, assignment: str, notebook: str) -> dict[str, str]:
         return {}
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder.grading.results.gradebook import alembic_on_path
+    from autograder.grading.config import alembic_on_path
 
     alembic_on_path()
     try:

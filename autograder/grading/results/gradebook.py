@@ -19,14 +19,6 @@ from pathlib import Path
 import nbformat
 
 
-def alembic_on_path() -> None:
-    """nbgrader's Gradebook runs `alembic` from PATH when it opens a database: this
-    environment's."""
-    bindir = os.path.dirname(sys.executable)
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
-
-
 class GradebookWriter:
     def __init__(
         self,
@@ -37,6 +29,8 @@ class GradebookWriter:
         settings=None,
     ):
         from nbgrader.api import Gradebook
+
+        from autograder.grading.config import alembic_on_path
 
         alembic_on_path()
         self.root = Path(course_root)
