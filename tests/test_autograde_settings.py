@@ -3,7 +3,7 @@
 ``Autograde.permissions`` (the mode of the files in ``autograded/``).
 
 One course (exercise 1); students alice (in the gradebook), bob (excluded) and carol (not in the
-gradebook), each handing in the solution; graded by the real stock command and by
+gradebook), each handing in the solution (alice's with a cell that writes files); graded by the real stock command and by
 `autograder grade` on two copies of the course.
 """
 
@@ -13,6 +13,7 @@ import shutil
 import stat
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from autograder.course import SOLUTIONS, TempCourse
@@ -21,6 +22,15 @@ from test_any_course import grade  # `autograder grade` from a folder, any exit 
 
 ASSIGNMENT = NOTEBOOK = "01_relu_inplace"
 STUDENTS = ("alice", "bob", "carol")
+WRITES = """import os
+os.makedirs("results", exist_ok=True)
+with open("results/loss.txt", "w") as fh:
+    fh.write("0.25\\n")
+with open("wrote.txt", "w") as fh:
+    fh.write("alice's code wrote this\\n")
+with open("data.txt", "a") as fh:
+    fh.write("and alice's code added this\\n")
+"""
 
 
 def _graded(root: Path) -> set[str]:
@@ -48,8 +58,15 @@ def courses(tmp_path_factory, needs_bubblewrap):
     (course.root / "solutions" / ASSIGNMENT / "data.txt").write_text("the instructor's data\n")
     course.generate()
     course.nbgrader("db", "student", "add", "alice")
+    solution = SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    # alice's notebook writes files while it runs (nbgrader's test_side_effects, in a real course):
+    # one new, one in a folder, one over the source's data file
+    nb = nbformat.read(solution, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(WRITES))
+    alices = root / f"{NOTEBOOK}.ipynb"
+    nbformat.write(nb, alices)
     for student in STUDENTS:
-        course.submit(student, ASSIGNMENT, SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+        course.submit(student, ASSIGNMENT, alices if student == "alice" else solution)
     folder = course.root / "submitted" / "alice" / ASSIGNMENT
     (folder / "data.txt").write_text("alice's copy\n")
     (folder / "notes").mkdir()
@@ -92,13 +109,17 @@ def _other_files(root: Path, student: str) -> dict:
 
 
 def test_the_assignments_other_files_reach_autograded_as_stock_copies_them(courses):
-    """Issue 36 item 3: the student's files, then the source folder's over them."""
+    """Issue 36 item 3: the student's files, then the source folder's over them, then what the
+    notebook wrote while it ran (nbgrader's test_side_effects), none of it in submitted/."""
     stock = _other_files(courses["stock_root"], "alice")
     assert stock == {
-        "data.txt": ("the instructor's data\n", 0o444),
+        "data.txt": ("the instructor's data\nand alice's code added this\n", 0o444),
         "notes/alice.md": ("my notes\n", 0o444),
+        "results/loss.txt": ("0.25\n", 0o444),
+        "wrote.txt": ("alice's code wrote this\n", 0o444),
     }
     assert _other_files(courses["ours_root"], "alice") == stock
+    assert not (courses["ours_root"] / "submitted" / "alice" / ASSIGNMENT / "wrote.txt").exists()
 
 
 def test_nbgrader_command_line_options_override_the_files(courses, tmp_path):

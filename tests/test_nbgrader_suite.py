@@ -115,10 +115,6 @@ def _autograde_is_autograder_grade(monkeypatch, needs_bubblewrap):
 
 # scenario -> why `autograder grade` differs there (the README's "nbgrader's own tests" lists them)
 DIFFERENCES: dict[str, str] = {
-    "test_side_effects": (
-        "files a notebook writes while it runs stay in the sandbox: autograded/ gets the "
-        "submission's and the source's files, not what the student's code wrote"
-    ),
     "test_no_execute": (
         "--no-execute is refused (exit 2): scores taken from the outputs saved in a student's file "
         "would be whatever the file says"

@@ -234,10 +234,21 @@ class Calibration:
     def tasks(self, sub, limits, imports) -> dict:
         """The runs of one notebook: ``{"kernel": task}`` (stock's verdict) and, unless no test
         cell of it is the judge's, ``{"judge": task}``."""
-        task = sub.task(limits, imports)
-        out = {KERNEL_RUN: kernel_task(sub, dict(task, id=f"{sub.key}#kernel"))}
-        if self.mode(sub) != KERNEL:
-            out[JUDGE_RUN] = task
+        from autograder.grading.intake.collect import assignment_files
+
+        # the notebook runs next to the files stock lays beside it: the student's, the source's
+        task = dict(sub.task(limits, imports), files=assignment_files(self.course.config, sub))
+        judged = self.mode(sub) != KERNEL
+        # the files the notebook writes, for autograded/: from a run where no hidden test ran
+        # beside student code (the judge's), or else one kernel's, before its first test cell
+        out = {
+            KERNEL_RUN: kernel_task(
+                sub,
+                dict(task, id=f"{sub.key}#kernel", written=None if judged else "before-tests"),
+            )
+        }
+        if judged:
+            out[JUDGE_RUN] = dict(task, written="end")
         return out
 
     def rows(self, sub, runs: dict):

@@ -8,7 +8,7 @@
 
     host -> zygote   config    {"sandboxed", "scratch", "outdir", "home", "tmp", "preload"}    first frame
                      grade     {"op": "grade", "limits"} + body: the task (JSON: items, files,
-                               tests [{"id"}]), read by the relay, never by the zygote
+                               tests [{"id"}], written), read by the relay, never by the zygote
                      begin     {"op": "begin", "seq"}                 a test starts: restore, names
                      call      {"op": "call", "seq", "quiet", "rng"} + body: a pickled call
                      more-tests {"op": "more-tests"}                  fork another test process
@@ -22,7 +22,8 @@
                                "complete"?, "threads"?, "status"?} + body: an observation (JSON)
                      test-exit {"ev": "test-exit", "status": int|null, "killed": bool}
                      garbled   {"ev": "garbled", "why"}               the test process broke the protocol
-                     done      {"ev": "done", "result"}               the notebook's result (or "error")
+                     done      {"ev": "done", "result"} + body: the files the notebook wrote
+                               (result["written"]: [[name, size]], their bytes in order)
 
 ``judge`` - the supervisor and the judge::
 
@@ -138,7 +139,7 @@ SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[st
         "none",
     ),
     ("zygote", "out", "garbled"): ({"ev": "garbled"}, {"why": _STR}, {}, "none"),
-    ("zygote", "out", "done"): ({"ev": "done"}, {"result": _DICT}, {}, "none"),
+    ("zygote", "out", "done"): ({"ev": "done"}, {"result": _DICT}, {}, "maybe"),
     # supervisor -> judge
     ("judge", "in", "preload"): ({}, {"preload": _LIST}, {}, "none"),
     ("judge", "in", "begin"): ({"op": "begin"}, {"tests": _LIST}, {"code": _DICT}, "none"),

@@ -25,6 +25,11 @@ from .frames import MAX_FILES_BYTES
 GiB = 1 << 30
 MiB = 1 << 20
 
+# the files a notebook wrote that come back from the sandbox (a result's "written"): at most this
+# many, this many folders deep, MAX_FILES_BYTES together
+MAX_WRITTEN_FILES = 1000
+MAX_WRITTEN_DEPTH = 16
+
 # the memory a submission may use beyond the warm Python (and the judge beyond its own warm
 # size, which gets this much even when the students' limit is off)
 MEMORY_LIMIT = 2 * GiB
@@ -116,6 +121,7 @@ class TaskFrame(TypedDict, total=False):
     limits: LimitsFrame
     imports: list[str]
     exports: list[str]  # builtin names the assignment asks the student to define
+    written: str | None  # when to take the files the notebook wrote: "end", "before-tests", None
 
 
 class TestResult(TypedDict, total=False):
@@ -144,3 +150,4 @@ class ResultFrame(TypedDict, total=False):
         str  # why the judge could not carry the notebook (its later verdicts: not confirmed)
     )
     invariant: list  # the judge's checks after each call: [count, seconds]
+    written: list  # files the notebook wrote, [name, base64] (checked: supervisor.written_files)

@@ -480,6 +480,52 @@ def utf8_safe(value, depth=0):
     return value
 
 
+def written_files(spec, body: bytes) -> tuple[list, bool]:
+    """``([[name, base64 data], ...], garbled)``: the files a notebook wrote (the zygote's
+    ``result["written"]``: ``[[name, size], ...]``, their bytes one after another in ``body``),
+    checked as untrusted data: at most the zygote's count and byte bounds, each name a relative
+    path of plain parts (no ``..``, no empty or hidden-by-dot-only part, no NUL), sizes that add up
+    to the body. Anything else: none of them, and ``garbled``."""
+    import base64
+
+    from autograder.wire.frames import MAX_FILES_BYTES
+    from autograder.wire.types import MAX_WRITTEN_DEPTH, MAX_WRITTEN_FILES
+
+    if spec is None and not body:
+        return [], False
+    if type(spec) is not list or len(spec) > MAX_WRITTEN_FILES or len(body) > MAX_FILES_BYTES:
+        return [], True
+    out, at = [], 0
+    for entry in spec:
+        if type(entry) is not list or len(entry) != 2:
+            return [], True
+        name, size = entry
+        if type(name) is not str or type(size) is not int or not 0 <= size <= len(body) - at:
+            return [], True
+        if not safe_relative(name, MAX_WRITTEN_DEPTH):
+            return [], True
+        out.append([name, base64.b64encode(body[at : at + size]).decode()])
+        at += size
+    if at != len(body):
+        return [], True
+    return out, False
+
+
+def safe_relative(name: str, depth: int) -> bool:
+    """Whether ``name`` is a relative path of at most ``depth`` plain parts, each a name a folder
+    can hold (no ``.`` / ``..`` / empty part, no NUL, at most 255 bytes), as UTF-8."""
+    try:
+        raw = name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    if not raw or len(raw) > 4096 or b"\0" in raw or name.startswith("/"):
+        return False
+    parts = name.split("/")
+    return len(parts) <= depth and all(
+        p not in ("", ".", "..") and len(p.encode("utf-8")) <= 255 for p in parts
+    )
+
+
 class _NotebookRun:
     """One notebook through one supervisor: the zygote's events, each test carried to the judge."""
 
@@ -520,6 +566,7 @@ class _NotebookRun:
             "items": self.task["items"],
             "files": self.task.get("files", []),
             "tests": [{"id": t["id"]} for t in self.task["tests"]],
+            "written": self.task.get("written"),
         }
         self.z.send({"op": "grade", "limits": self.limits}, json.dumps(zy_task).encode())
         aborted = False
@@ -557,6 +604,9 @@ class _NotebookRun:
             self.done = (
                 ev.get("result") if isinstance(ev.get("result"), dict) else {"error": "no result"}
             )
+            if "error" not in self.done:
+                self.done["written"], bad = written_files(self.done.get("written"), body)
+                self.garbled = self.garbled or bad
         elif kind == "tests":
             ks = ev.get("ks")
             if type(ks) is list and all(type(k) is int for k in ks):

@@ -21,18 +21,22 @@ Host channel (fds 0/1 at start, moved to ``PROTO_IN``/``PROTO_OUT``), frames of 
                      {"op": "abort"}                    the notebook's time is up
                      {"op": "quit"}
     zygote -> host:  {"ready"}, {"ev": "tests", "ks"}, {"ev": "reply", "seq", ...} + body,
-                     {"ev": "test-exit", "status", "killed"}, {"ev": "done", "result"}
+                     {"ev": "test-exit", "status", "killed"}, {"ev": "done", "result"} + body
+                     (the body: the files the notebook wrote, ``result["written"]`` their names and
+                     sizes, as :func:`written_files` read them)
 """
 
 from __future__ import annotations
 
 import ast
 import base64
+import hashlib
 import io
 import json
 import os
 import selectors
 import signal
+import stat
 import sys
 import time
 from typing import NamedTuple
@@ -49,6 +53,7 @@ from autograder.wire.frames import (
     write_frame,
 )
 from autograder.wire.pace import Budget, Pace
+from autograder.wire.types import MAX_WRITTEN_DEPTH, MAX_WRITTEN_FILES
 
 PROTO_IN, PROTO_OUT = 1021, 1022
 OUTPUT_KEEP = 20_000  # characters of a cell's output kept
@@ -99,14 +104,14 @@ def main():
                 try:
                     task = json.loads(read_body(PROTO_IN, blen))
                     task["limits"] = msg["limits"]
-                    result = grade(task, shell, restorer, namespace, config)
+                    result, body = grade(task, shell, restorer, namespace, config)
                 except BaseException as exc:  # noqa: BLE001 - reported to the host as a grader error
                     import traceback
 
                     result = {"error": "".join(traceback.format_exception(exc))[-4000:]}
-                    code = 1
+                    body, code = b"", 1
                 try:
-                    write_frame(PROTO_OUT, {"ev": "done", "result": result})
+                    write_frame(PROTO_OUT, {"ev": "done", "result": result}, body)
                 finally:
                     os._exit(code)
             status = os.waitpid(relay, 0)[1]
@@ -379,7 +384,8 @@ def grade(task, shell, restorer, namespace, config):
     _wipe(config)
     for d in (config["scratch"], config["outdir"], config["home"]):
         os.makedirs(d, exist_ok=True)
-    notes = _write_files(config["scratch"], task.get("files", ()), limits)
+    notes, inputs = _write_files(config["scratch"], task.get("files", ()), limits)
+    written = Written(task.get("written"), config["scratch"], inputs, limits["files"])
     ctl_r, ctl_w = os.pipe()
     cmd_r, cmd_w = os.pipe()
     req_r, req_w = os.pipe()
@@ -437,6 +443,7 @@ def grade(task, shell, restorer, namespace, config):
         CellClock(task, limits, start),
         OutputMeter(config["outdir"], int(limits["output"])),
         Waits(namespace.proc, main_pid),
+        written,
     )
     session.run()
     _kill_all(
@@ -445,12 +452,41 @@ def grade(task, shell, restorer, namespace, config):
     session.reap()
     for fd in (ctl_r, cmd_w, req_r, req_w, rep_r):
         os.close(fd)
+    written.at_end()
     result = session.result()
-    result["notes"] = notes
+    result["notes"] = notes + written.notes
+    result["written"] = [[name, len(data)] for name, data in written.files]
     result["seconds"] = round(time.monotonic() - start, 3)
     if not os.environ.get("AUTOGRADER_KEEP_SCRATCH"):
         _wipe(config)
-    return result
+    return result, b"".join(data for _, data in written.files)
+
+
+class Written:
+    """The files a notebook wrote while it ran, for ``autograded/`` (where stock nbgrader, which
+    runs a notebook in that folder, leaves them), taken where no hidden test could have written
+    into them: ``when`` is ``"end"`` (the judge's run: no test cell ever ran in the student's
+    processes) or ``"before-tests"`` (one kernel's run: as the first test cell is about to start,
+    with the student's main line waiting); None: not taken."""
+
+    def __init__(self, when, scratch, inputs, limit):
+        self.when = when if when in ("end", "before-tests") else None
+        self.scratch, self.inputs, self.limit = scratch, inputs, int(limit)
+        self.files: list = []
+        self.notes: list = []
+        self.taken = self.when is None
+
+    def before_test(self):
+        if not self.taken and self.when == "before-tests":
+            self._take()
+
+    def at_end(self):
+        if not self.taken:
+            self._take()
+
+    def _take(self):
+        self.taken = True
+        self.files, self.notes = written_files(self.scratch, self.inputs, self.limit)
 
 
 class Pipes(NamedTuple):
@@ -485,6 +521,10 @@ class CellClock:
                 self.plan[-1][1].append(item[1])
             else:
                 self.plan.append(("tests", [item[1]]))
+        # the test cells of a notebook graded in one kernel (calibrate.kernel_task marks them)
+        self.test_cells = {
+            item[1] for item in task["items"] if item[0] == "cell" and item[3:4] == ["test"]
+        }
         self.step = -1  # the plan's step the relay last let the student process go on to
         self.expect = None  # ("tests", ks) / ("done",): what the process must say next, and by when
         self.expect_by = None
@@ -509,6 +549,13 @@ class CellClock:
         if self.expect_by is not None:
             deadline = min(deadline, self.expect_by)
         return deadline
+
+    def next_is_test(self) -> bool:
+        """Whether the plan's next step runs a test: a test cell in one kernel, or the judge's tests."""
+        if self.step + 1 >= len(self.plan):
+            return False
+        kind, what = self.plan[self.step + 1]
+        return kind == "tests" or what in self.test_cells
 
     def go(self, now):
         """The relay lets the student process go on to the plan's next step (it sends ``g``): a cell
@@ -764,8 +811,18 @@ class Session:
     host's requests (:class:`Relay`), watches the cells (:class:`CellClock`) and their output
     (:class:`OutputMeter`), and answers the host."""
 
-    def __init__(self, helper, pid, pipes: Pipes, clock: CellClock, meter: OutputMeter, waits=None):
+    def __init__(
+        self,
+        helper,
+        pid,
+        pipes: Pipes,
+        clock: CellClock,
+        meter: OutputMeter,
+        waits=None,
+        written: Written | None = None,
+    ):
         self.helper, self.pid = helper, pid
+        self.written = written
         self.waits = waits if waits is not None else Waits(None, pid)
         self.ending = None  # (cell, its end event) until the main line is seen waiting for a go
         self.ctl_r, self.cmd_w, self.rep_r, self.req_w = (
@@ -825,6 +882,9 @@ class Session:
 
     def _go(self, now):
         """Let the main line go on to its next step (``g``), whose clock starts now."""
+        if self.written is not None and self.clock.next_is_test():
+            self.written.before_test()  # the main line waits: no test cell has run yet
+            now = time.monotonic()
         self.clock.go(now)
         self._command(b"g")
 
@@ -1075,7 +1135,9 @@ def _read_main_pid(fd):
 
 
 def _write_files(scratch, files, limits):
+    """The task's files written into ``scratch``; ``(notes, {name: sha256 of what was written})``."""
     notes = []
+    inputs = {}
     total = 0
     for name, data in files:
         raw = base64.b64decode(data)
@@ -1088,10 +1150,87 @@ def _write_files(scratch, files, limits):
             [os.path.realpath(path), os.path.realpath(scratch)]
         ) != os.path.realpath(scratch):
             continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.write(raw)
-    return notes
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as fh:
+                fh.write(raw)
+        except OSError:  # a name under another file's name: left out
+            continue
+        inputs[name] = hashlib.sha256(raw).digest()
+    return notes, inputs
+
+
+def written_files(scratch, inputs, limit):
+    """``([(name, data), ...], notes)``: the regular files under ``scratch`` that are not the
+    task's files unchanged (``inputs``: name -> sha256), in sorted order, read without following a
+    link or blocking on a special file, at most :data:`MAX_WRITTEN_FILES` files of ``limit`` bytes
+    together, :data:`MAX_WRITTEN_DEPTH` folders deep; names that are not UTF-8 are left out."""
+    out, notes, total, seen = [], [], 0, 0
+    stack = [("", 0)]
+    while stack:
+        rel_dir, depth = stack.pop()
+        try:
+            with os.scandir(os.path.join(scratch, rel_dir) if rel_dir else scratch) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for e in entries:
+            rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+            try:
+                rel.encode("utf-8")
+                info = e.stat(follow_symlinks=False)
+            except (UnicodeEncodeError, OSError):
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                if depth + 1 < MAX_WRITTEN_DEPTH:
+                    subdirs.append((rel, depth + 1))
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            seen += 1
+            if seen > MAX_WRITTEN_FILES:
+                notes.append(f"files the notebook wrote beyond {MAX_WRITTEN_FILES} were not copied")
+                return out, notes
+            data = _read_regular(e.path, limit - total)
+            if data is None:
+                if total + info.st_size > limit:
+                    notes.append(
+                        f"files the notebook wrote beyond {limit >> 20} MB were not copied"
+                    )
+                    return out, notes
+                continue
+            if inputs.get(rel) == hashlib.sha256(data).digest():
+                continue
+            total += len(data)
+            out.append((rel, data))
+        stack.extend(reversed(subdirs))  # a folder's files, then its folders, in name order
+    out.sort()
+    return out, notes
+
+
+def _read_regular(path, most):
+    """A regular file's bytes (at most ``most``: None when it holds more, or is not one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > most:
+            return None
+        chunks, n = [], 0
+        while n <= info.st_size:
+            chunk = os.read(fd, min(1 << 20, info.st_size + 1 - n))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            n += len(chunk)
+        return b"".join(chunks) if n <= most else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _wipe(config):

@@ -446,6 +446,49 @@ def _extra_files(folder: Path) -> list:
     return files
 
 
+def assignment_files(config, sub) -> list:
+    """The files stock nbgrader lays next to ``sub``'s notebook before it runs it (and leaves in
+    ``autograded/``): the student's, then the source folder's over them but for
+    ``Autograde.exclude_overwriting``, ``CourseDirectory.ignore`` applied to both (``config``: the
+    course's :class:`..config.CourseConfig`, None for nbgrader's defaults); ``[name, base64]`` in
+    name order, MAX_FILES_BYTES together at most (the source's first)."""
+    from fnmatch import fnmatch
+
+    ignore = list(getattr(config, "ignore", None) or [])
+    excluded = set((getattr(config, "exclude_overwriting", None) or {}).get(sub.assignment, []))
+
+    def kept(rel: str) -> bool:
+        return not any(fnmatch(p, pat) for p in Path(rel).parts for pat in ignore)
+
+    source = getattr(getattr(sub, "source", None), "path", None)
+    theirs = {
+        rel: data
+        for rel, data in (source_files(source.parent) if source is not None else [])
+        if kept(rel) and rel not in excluded
+    }
+    total = sum(len(d) * 3 // 4 for d in theirs.values())
+    merged = dict(theirs)
+    for rel, data in getattr(sub, "files", None) or []:
+        if rel in theirs or not kept(rel):
+            continue
+        total += len(data) * 3 // 4
+        if total > MAX_FILES_BYTES:
+            break
+        merged[rel] = data
+    return [[rel, merged[rel]] for rel in sorted(merged)]
+
+
+def source_files(folder: Path) -> list:
+    """A source folder's other files (:func:`_extra_files`), read once per folder and run."""
+    key = str(folder)
+    if key not in _SOURCE_FILES:
+        _SOURCE_FILES[key] = _extra_files(folder)
+    return _SOURCE_FILES[key]
+
+
+_SOURCE_FILES: dict = {}
+
+
 def _entries(folder: Path):
     """``(name, path, is a real directory, is a link)`` of a folder's entries, never following links."""
     out = []

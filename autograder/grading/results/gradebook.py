@@ -346,10 +346,16 @@ def _copy_files(folder: Path, files, permissions: int, ignore=(), skip=()) -> No
         if Path(rel).is_absolute() or any(p in ("", ".", "..") for p in parts):
             continue
         dest = folder / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        _replace(dest)
-        dest.write_bytes(base64.b64decode(data))
-        os.chmod(dest, permissions)
+        try:
+            for parent in reversed(dest.relative_to(folder).parents[:-1]):
+                if (folder / parent).is_symlink():  # never written through a link
+                    raise OSError(f"{parent} is a link")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _replace(dest)
+            dest.write_bytes(base64.b64decode(data))
+            os.chmod(dest, permissions)
+        except OSError as exc:  # a name that is a folder here, or under a file: left out
+            print(f"{folder / rel}: not written ({exc})", file=sys.stderr)
 
 
 def write_autograded(config, sub, rows, result) -> Path | None:
@@ -358,20 +364,22 @@ def write_autograded(config, sub, rows, result) -> Path | None:
     mode nbgrader autograde gives its outputs (``Autograde.permissions``: read-only, 444, by
     default; a file of an earlier run is replaced, as stock replaces it), the other files copied
     as stock copies them: the student's (``timestamp.txt`` among them), then the source folder's
-    over them but for ``Autograde.exclude_overwriting``, ``CourseDirectory.ignore`` applied; what
-    a notebook writes while it runs stays in the sandbox."""
-    permissions, ignore = config.permissions, config.ignore
-    exclude_overwriting = config.exclude_overwriting.get(sub.assignment, [])
+    over them but for ``Autograde.exclude_overwriting``, ``CourseDirectory.ignore`` applied, then
+    the files the notebook wrote while it ran (``result["written"]``: the judge's run, or one
+    kernel's before its first test cell; :meth:`..calibrate.Calibration.tasks`)."""
+    from autograder.grading.intake.collect import assignment_files
+
+    permissions = config.permissions
     nb = autograded_notebook(sub, rows, result)
     if nb is None:
         return None
     folder = Path(config.autograded) / sub.student / sub.assignment
     folder.mkdir(parents=True, exist_ok=True)
-    _copy_files(folder, getattr(sub, "files", None) or [], permissions, ignore)
-    if getattr(sub.source, "path", None) is not None:
-        _copy_files(
-            folder, _source_files(sub.source.path.parent), permissions, ignore, exclude_overwriting
-        )
+    _copy_files(folder, assignment_files(config, sub), permissions)
+    # what the notebook wrote while it ran, over them, as stock runs it in this folder (checked
+    # at the boundary: host.supervisor.written_files); never over the notebook itself
+    written = result.get("written") if isinstance(result, dict) else None
+    _copy_files(folder, written or [], permissions, skip={f"{sub.notebook}.ipynb"})
     path = folder / f"{sub.notebook}.ipynb"
     _replace(path)
     nbformat.write(nb, path)
@@ -392,19 +400,6 @@ def _share_with_group(folder: Path, root: Path) -> None:
                 os.chmod(path, (mode | 0o2770) & 0o2777)
             except PermissionError:  # nbgrader warns and goes on
                 print(f"could not make {path} groupshared", file=sys.stderr)
-
-
-def _source_files(folder: Path) -> list:
-    """The source folder's other files, read once per folder and run."""
-    key = str(folder)
-    if key not in _SOURCE_FILES:
-        from autograder.grading.intake.collect import _extra_files
-
-        _SOURCE_FILES[key] = _extra_files(folder)
-    return _SOURCE_FILES[key]
-
-
-_SOURCE_FILES: dict = {}
 
 
 def _replace(path: Path) -> None:
