@@ -1,8 +1,9 @@
 """autograder/grading/host/scheduler.py: local and Dask grading share one concurrent.futures path.
 
 Unit tests with stand-in supervisors (no sandbox): every task's result comes back once through
-``on_result`` in the calling thread; no sandbox starting is a WorkerFailure; a thread whose
-sandbox failed while another's started tries again with its next task; a supervisor that dies
+``on_result`` in the calling thread; a second sandbox starts only for a backlog, never more than
+``--jobs``; no sandbox starting is a WorkerFailure; a thread whose sandbox failed while another's
+started tries again with its next task; a supervisor that dies
 mid-task is retried once, then reported; shutdown closes every sandbox. The real sandboxes, and
 a local Dask cluster giving the same CSV, are in tests/test_grading.py.
 """
@@ -10,6 +11,7 @@ a local Dask cluster giving the same CSV, are in tests/test_grading.py.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -19,12 +21,15 @@ from autograder.wire.types import Options
 
 
 class FakeSupervisor:
-    def __init__(self, fail_start=0, fail_grade=0):
+    def __init__(self, fail_start=0, fail_grade=0, gate=None):
         self.fail_start, self.fail_grade = fail_start, fail_grade
+        self.gate = gate  # a start waits for it (a sandbox warming up)
         self.started = self.closed = 0
         self.graded: list = []
 
     def start(self):
+        if self.gate is not None:
+            self.gate.wait()
         if self.fail_start:
             self.fail_start -= 1
             raise WorkerFailure("no sandbox here")
@@ -58,6 +63,18 @@ def _with(monkeypatch, make):
     return made
 
 
+def _open_when(pool, gate, lanes):
+    """Let the sandboxes finish starting once ``pool`` has ``lanes`` lanes (the tasks submitted
+    while they warm up wait: the backlog that starts a second lane)."""
+
+    def watch():
+        while pool.lanes < lanes:
+            time.sleep(0.01)
+        gate.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _run(executor, n):
     got = []
     caller = threading.current_thread()
@@ -72,15 +89,41 @@ def _run(executor, n):
 
 
 def test_every_task_comes_back_once_and_shutdown_closes_every_sandbox(monkeypatch):
-    made = _with(monkeypatch, lambda n: FakeSupervisor())
+    gate = threading.Event()
+    made = _with(monkeypatch, lambda n: FakeSupervisor(gate=gate))
     with scheduler.LocalExecutor(2, Options()) as pool:
-        first = _run(pool, 7)
+        _open_when(pool, gate, 2)
+        first = _run(pool, 13)
         second = _run(pool, 3)  # the same sandboxes: calibration, then the class
-    assert sorted(k for k, _, _ in first) == [str(i) for i in range(7)]
+    assert sorted(k for k, _, _ in first) == sorted(str(i) for i in range(13))
     assert sorted(k for k, _, _ in second) == ["0", "1", "2"]
     assert all(error is None and result["id"] == key for key, result, error in first + second)
     assert len(made) == 2 and all(s.started == 1 and s.closed == 1 for s in made)
     assert {r["thread"] for _, r, _ in first + second} <= {"grader_0", "grader_1"}
+
+
+def test_a_second_lane_starts_only_for_a_backlog_and_never_more_than_jobs(monkeypatch):
+    """A run of a few notebooks warms one sandbox up, not ``--jobs`` of them; a class fills them."""
+    gate = threading.Event()
+    made = _with(monkeypatch, lambda n: FakeSupervisor(gate=gate))
+    backlog = scheduler.LocalExecutor.LANE_BACKLOG
+    with scheduler.LocalExecutor(3, Options()) as pool:
+        futures = [pool.submit(lambda: 1) for _ in range(backlog)]
+        assert pool.lanes == 1  # the first sandbox is still warming up, `backlog` tasks wait
+        futures.append(pool.submit(lambda: 1))
+        assert pool.lanes == 2
+        futures += [pool.submit(lambda: 1) for _ in range(10 * backlog)]
+        assert pool.lanes == 3  # --jobs 3: no more
+        gate.set()
+        assert sum(f.result() for f in futures) == len(futures)
+    assert len(made) == 3 and all(s.closed == 1 for s in made)
+
+
+def test_one_notebook_warms_one_sandbox(monkeypatch):
+    made = _with(monkeypatch, lambda n: FakeSupervisor())
+    with scheduler.LocalExecutor(4, Options()) as pool:
+        got = _run(pool, 2)  # a notebook: one kernel's run and the judge's
+    assert sorted(k for k, _, _ in got) == ["0", "1"] and len(made) == 1
 
 
 def test_no_sandbox_starting_is_a_worker_failure(monkeypatch):
@@ -91,12 +134,14 @@ def test_no_sandbox_starting_is_a_worker_failure(monkeypatch):
 
 
 def test_a_thread_whose_sandbox_failed_to_start_tries_again(monkeypatch):
-    made = _with(monkeypatch, lambda n: FakeSupervisor(fail_start=1 if n == 0 else 0))
+    gate = threading.Event()
+    made = _with(monkeypatch, lambda n: FakeSupervisor(fail_start=1 if n == 0 else 0, gate=gate))
     with scheduler.LocalExecutor(2, Options()) as pool:
-        got = _run(pool, 6)
-    assert sorted(k for k, _, _ in got) == [str(i) for i in range(6)]
+        _open_when(pool, gate, 2)
+        got = _run(pool, 13)
+    assert sorted(k for k, _, _ in got) == sorted(str(i) for i in range(13))
     assert all(error is None for _, _, error in got)
-    assert sum(len(s.graded) for s in made) == 6
+    assert sum(len(s.graded) for s in made) == 13
 
 
 def test_a_dying_sandbox_is_retried_once_then_reported(monkeypatch):

@@ -58,7 +58,8 @@ def add_parser(subparsers):
         "--jobs",
         type=int,
         default=os.cpu_count() or 1,
-        help="sandboxes grading in parallel on this machine (default: number of CPUs)",
+        help="sandboxes grading in parallel on this machine, at most: another starts only while "
+        "more than 6 tasks per running sandbox wait (default: number of CPUs)",
     )
     p.add_argument(
         "--timeout",
@@ -545,7 +546,7 @@ class GradeRun:
                 if args.scheduler:
                     self.jobs_text = f" on the Dask cluster at {args.scheduler}"
                 else:
-                    n = self.pool.jobs
+                    n = getattr(self.pool, "lanes", self.pool.jobs)
                     self.jobs_text = f" with {n} sandbox{'es' if n > 1 else ''}"
                 ready = getattr(self.pool, "ready_at", None)
                 if ready:  # start-up ends when a sandbox could take the first notebook

@@ -1,8 +1,9 @@
 """Running the grading tasks on a :mod:`concurrent.futures` executor, local or Dask: one path.
 
-* :class:`LocalExecutor` (``--jobs N``): a ``ThreadPoolExecutor`` of N threads, each owning one
-  supervisor (a sandbox with a warm zygote, and a judge; see :mod:`.supervisor`), started with
-  the executor (they warm up while the caller reads the submissions).
+* :class:`LocalExecutor` (``--jobs N``): up to N lanes (threads), each owning one supervisor (a
+  sandbox with a warm zygote, and a judge; see :mod:`.supervisor`); the first starts with the
+  executor (it warms up while the caller reads the submissions), the others as the tasks waiting
+  make them worth their warm-up.
 * :class:`DaskExecutor` (``--scheduler ADDRESS``): the Dask client's executor
   (``Client.get_executor``); each Dask worker thread keeps a sandbox of its own (started on
   first use), so a cluster of machines with this environment installed grades in parallel
@@ -20,6 +21,7 @@ raises :class:`WorkerFailure`.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import threading
 import time
@@ -39,44 +41,99 @@ __all__ = [
 ]
 
 
-class LocalExecutor(cf.ThreadPoolExecutor):
-    """``jobs`` threads with a sandbox each, started as soon as the executor is."""
+class LocalExecutor(cf.Executor):
+    """Up to ``jobs`` *lanes*, each a thread with a sandbox of its own, taking tasks in the order
+    they were submitted. The first lane starts with the executor (its sandbox warms up while the
+    caller reads the submissions); another starts only while more than :data:`LANE_BACKLOG` tasks
+    per running lane wait, so a run of a few notebooks pays for one warm-up, not ``jobs``."""
+
+    # a lane's warm-up costs about what LANE_BACKLOG / 2 tasks cost (torch course, 2026-11-29:
+    # 3.5 CPU-s against 0.5-1.5 each): below that backlog a second lane would finish later
+    LANE_BACKLOG = 6
 
     def __init__(self, jobs: int, options: Options):
         self.jobs = max(1, int(jobs))
         self.options = options
         self.supervisors: list = []
-        self._lock = threading.Lock()
-        super().__init__(max_workers=self.jobs, thread_name_prefix="grader")
-        # one start per thread: each waits for the others, so that no thread takes two
-        barrier = threading.Barrier(self.jobs)
         self.ready_at: list[float] = []  # time.monotonic() when each sandbox could take a task
-        self.starts = [self.submit(self._start, barrier) for _ in range(self.jobs)]
+        self.starts: list[cf.Future] = []  # per lane: None once started, or why it could not
+        self._lanes: list[threading.Thread] = []
+        self._pending: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        with self._cond:
+            self._add_lane()
 
-    def _start(self, barrier) -> str | None:
-        """This thread's sandbox, started now: None, or why it could not start."""
-        barrier.wait()
+    @property
+    def lanes(self) -> int:
+        return len(self._lanes)
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: cf.Future = cf.Future()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("cannot submit after shutdown")
+            self._pending.append((future, fn, args, kwargs))
+            if self.lanes < self.jobs and len(self._pending) > self.LANE_BACKLOG * self.lanes:
+                self._add_lane()
+            self._cond.notify()
+        return future
+
+    def _add_lane(self):
+        started: cf.Future = cf.Future()
+        lane = threading.Thread(
+            target=self._lane, args=(started,), name=f"grader_{self.lanes}", daemon=True
+        )
+        self._lanes.append(lane)
+        self.starts.append(started)
+        lane.start()
+
+    def _lane(self, started):
+        """This thread's sandbox, started now; then tasks until the executor shuts down (a
+        lane whose sandbox failed to start tries again with its next task)."""
         sup = thread_supervisor(self.options)
-        with self._lock:
+        with self._cond:
             self.supervisors.append(sup)
         try:
             sup.start()
         except WorkerFailure as exc:
-            return str(exc)
-        with self._lock:
-            self.ready_at.append(time.monotonic())
-        return None
+            started.set_result(str(exc))
+        else:
+            with self._cond:
+                self.ready_at.append(time.monotonic())
+            started.set_result(None)
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                future, fn, args, kwargs = self._pending.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - the caller's future carries it
+                future.set_exception(exc)
 
     def check_started(self):
-        """Raise :class:`WorkerFailure` when no sandbox could start (a thread whose sandbox
-        failed while another's started tries again with its next task)."""
-        failures = [f.result() for f in self.starts]
+        """Raise :class:`WorkerFailure` when no sandbox could start."""
+        failures = [f.result() for f in list(self.starts)]
         if all(failures):
             raise WorkerFailure(failures[0])
 
     def shutdown(self, wait=True, *, cancel_futures=False):
-        super().shutdown(wait=wait, cancel_futures=cancel_futures)
-        with self._lock:
+        with self._cond:
+            self._closed = True
+            if cancel_futures:
+                while self._pending:
+                    self._pending.popleft()[0].cancel()
+            self._cond.notify_all()
+            lanes = list(self._lanes)
+        if wait:
+            for lane in lanes:
+                lane.join()
+        with self._cond:
             supervisors, self.supervisors = self.supervisors, []
         close_all(supervisors)
 
