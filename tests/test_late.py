@@ -77,6 +77,26 @@ def test_lateness_and_penalties_are_stocks(courses):
     assert stock["nostamp"]["timestamp"] is None and stock["emptystamp"]["timestamp"] is None
 
 
+def test_late_notebooks_show_in_late_csv_review_and_the_class_report(courses):
+    """The instructor sees lateness and penalties without opening the gradebook: late.csv,
+    review.txt, the run's summary and `autograder report`'s page."""
+    out = courses["ours_root"] / "out"
+    late = (out / "late.csv").read_text().splitlines()
+    assert late[0] == "student,assignment,notebook,seconds_late,late_penalty"
+    penalty = _gradebook(courses["ours_root"])["late4h"]["penalty"]
+    assert sorted(late[1:]) == [
+        f"late1h,{ASSIGNMENT},{NOTEBOOK},3600,{penalty:g}",
+        f"late4h,{ASSIGNMENT},{NOTEBOOK},14400,{penalty:g}",
+    ]
+    review = (out / "review.txt").read_text()
+    assert f"late4h/{ASSIGNMENT}/{NOTEBOOK}: submitted 14400 s late, late penalty" in review
+    assert "2 notebook(s) submitted late, 2 with a late penalty" in courses["ours"].stdout
+    from autograder.grading.results.class_report import write_report
+
+    page = write_report(out, out / "report", with_students=True).read_text()
+    assert "Late submissions: 2 notebook(s)" in page and "late4h" in page
+
+
 def test_timestamp_is_copied_to_autograded(courses):
     for key in ("stock_root", "ours_root"):
         folder = courses[key] / "autograded"

@@ -107,14 +107,23 @@ def source_submission(source_nb):
     )
 
 
+def _test_cell_index(sub) -> dict:
+    """``{k: cell index}``: the index each test cell of ``sub``'s plan runs as in one kernel's
+    run, numbered after the student's cells in the order they run (cell indices are contiguous:
+    a test the plan leaves out, status not-in-notebook, takes none)."""
+    base = sum(1 for item in sub.items if item[0] == "cell")
+    ks = [item[1] for item in sub.items if item[0] == "test"]
+    return {k: base + j for j, k in enumerate(ks)}
+
+
 def kernel_task(sub, task: dict) -> dict:
     """``task`` with every test cell run in the student process, in place, as one kernel runs it."""
-    base = sum(1 for item in sub.items if item[0] == "cell")
+    index = _test_cell_index(sub)
     items = []
     for item in task["items"]:
         if item[0] == "test":
             k = item[1]
-            items.append(["cell", base + k, sub.source.tests[k].source, "test"])
+            items.append(["cell", index[k], sub.source.tests[k].source, "test"])
         else:
             items.append(item)
     return dict(task, items=items, tests=[])
@@ -126,9 +135,12 @@ def kernel_result(sub, result):
     if not isinstance(result, dict):
         return result
     base = sum(1 for item in sub.items if item[0] == "cell")
+    index = _test_cell_index(sub)
     cells = [c for c in result.get("cells", []) if isinstance(c, dict)]
     by_index = {c.get("index"): c for c in cells}
-    tests = [_verdict(test, by_index.get(base + k)) for k, test in enumerate(sub.source.tests)]
+    tests = [
+        _verdict(test, by_index.get(index.get(k, -1))) for k, test in enumerate(sub.source.tests)
+    ]
     return dict(
         result,
         cells=[c for c in cells if isinstance(c.get("index"), int) and c["index"] < base],

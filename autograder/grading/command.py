@@ -333,6 +333,19 @@ class GradeRun:
         self.course = course = Course(
             _course_root(args.course), options=getattr(args, "nbgrader_options", None) or ()
         )
+        from autograder.grading.nbsettings import enforce
+
+        enforce(course.config, lambda line: print(f"autograder grade: {line}", file=sys.stderr))
+        # nbgrader's CourseDirectory.assignment_id / student_id / notebook_id, Autograde.force
+        # (its assignment argument, --student, --notebook, --force): the flags win
+        cfg = course.config
+        if cfg.assignment_id and not args.assignment:
+            args.assignment = [cfg.assignment_id]
+        if cfg.student_id != "*" and not args.student:
+            args.student = [cfg.student_id]
+        if cfg.notebook_id != "*" and not args.notebook:
+            args.notebook = [cfg.notebook_id]
+        args.force = bool(args.force or cfg.force)
         self.submissions_dir = (args.submissions or course.config.submitted).resolve()
         timeout = args.timeout if args.timeout is not None else (course.config.timeout or 600.0)
         self.limits = Limits(
@@ -625,8 +638,17 @@ class GradeRun:
         review = out / "review.txt"
         from autograder.grading.verdicts import difference_lines
 
+        late = self.writer.late if self.writer is not None else {}
+        report.write_late(out / "late.csv", late)
+        if late:
+            penalised = sum(1 for _, p in late.values() if p)
+            print(
+                f"{len(late)} notebook(s) submitted late, {penalised} with a late penalty in the "
+                f"gradebook: {out / 'late.csv'}"
+            )
         flagged = difference_lines(all_rows, self.course.config.counts)
         flagged += report.review_lines(all_rows)
+        flagged += report.late_lines(late)
         flagged += [
             f"{report.safe_cell(key)}: the student's code wrote names the test owns "
             f"({', '.join(names[:10])}): dropped, the test kept its own (not a status: honest "

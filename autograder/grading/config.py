@@ -69,6 +69,19 @@ class CourseConfig:
     permissions: int = 0o444  # Autograde.permissions (octal digits, as nbgrader writes them: 444)
     settings: object = field(default=None, repr=False, compare=False)  # the traitlets Config read
     exclude_overwriting: dict = field(default_factory=dict)  # Autograde.exclude_overwriting
+    skip_tag: str = "skip-execution"  # Execute.skip_cells_with_tag: a code cell not run
+    # OverwriteCells.add_missing_cells: a test cell the student's notebook lacks is put back and
+    # run (True), or left out, not run, for manual grading (False, nbgrader's default)
+    add_missing_cells: bool = False
+    # CourseDirectory.assignment_id / student_id / notebook_id and Autograde.force: what nbgrader's
+    # assignment argument, --student, --notebook and --force set (the flags win, as in nbgrader)
+    assignment_id: str = ""
+    student_id: str = "*"
+    notebook_id: str = "*"
+    force: bool = False
+    # nbgrader settings this grader refuses, or names as changing nothing here (.nbsettings)
+    refused_settings: list = field(default_factory=list)
+    no_effect_settings: list = field(default_factory=list)
 
     @property
     def source(self) -> Path:
@@ -118,7 +131,7 @@ def load(root, options=()) -> CourseConfig:
         cd = app.coursedir
         execute = Execute(parent=app)
         hidden = ClearHiddenTests(parent=app)
-        from nbgrader.preprocessors import AssignLatePenalties
+        from nbgrader.preprocessors import AssignLatePenalties, OverwriteCells
 
         late = AssignLatePenalties(parent=app)
         late.init_plugin()
@@ -140,6 +153,9 @@ def load(root, options=()) -> CourseConfig:
                 f"AutograderGrade.counts = {counts!r} in the course's configuration: "
                 f"one of {', '.join(repr(m) for m in COUNTS)}"
             )
+        from autograder.grading.nbsettings import audit, configurables
+
+        refused, no_effect = audit(configurables(app, converter), app.config)
         timeout = execute.timeout
         files = [str(root / "nbgrader_config.py")] if (root / "nbgrader_config.py").exists() else []
         return CourseConfig(
@@ -174,6 +190,14 @@ def load(root, options=()) -> CourseConfig:
             exclude_overwriting={
                 str(k): [str(x) for x in v] for k, v in dict(converter.exclude_overwriting).items()
             },
+            skip_tag=str(execute.skip_cells_with_tag or ""),
+            add_missing_cells=bool(OverwriteCells(parent=app).add_missing_cells),
+            assignment_id=str(cd.assignment_id or ""),
+            student_id=str(cd.student_id or "*"),
+            notebook_id=str(cd.notebook_id or "*"),
+            force=bool(converter.force),
+            refused_settings=refused,
+            no_effect_settings=no_effect,
         )
     finally:
         AutogradeApp.clear_instance()
@@ -208,6 +232,21 @@ def unsupported(source_nb) -> list[str]:
                 f"test cell {test.grade_id!r} uses nbgrader's AUTOTEST directives, and the "
                 "gradebook has no record of the tests `nbgrader generate_assignment` made from "
                 "them (stock grades the recorded tests: run generate_assignment first)"
+            )
+    tag = getattr(source_nb, "skip_tag", "")
+    for cell in source_nb.nb.get("cells", []):
+        tags = cell.get("metadata", {}).get("tags")
+        gid = (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id")
+        if (
+            tag
+            and isinstance(tags, list)
+            and tag in tags
+            and gid in {t.grade_id for t in source_nb.tests}
+        ):
+            problems.append(
+                f"test cell {gid!r} carries the tag {tag!r} (Execute.skip_cells_with_tag): "
+                "nbgrader autograde does not run it, so every copy that keeps the tag gets its "
+                "points; remove the tag from the source"
             )
     return problems
 

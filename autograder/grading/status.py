@@ -28,6 +28,7 @@ class Status(enum.StrEnum):
     TAMPERED = "tampered"
     INVALID_NOTEBOOK = "invalid-notebook"
     MISSING_NOTEBOOK = "missing-notebook"
+    NOT_IN_NOTEBOOK = "not-in-notebook"
     REFUSED = "refused"
     GRADER_ERROR = "grader-error"
 
@@ -80,6 +81,10 @@ MEANING = {
     Status.INVALID_NOTEBOOK: "the file is not a readable notebook (bad JSON, not nbformat, too large, nested too "
     "deeply, not a regular file) or is behind a symbolic link (never followed); score 0",
     Status.MISSING_NOTEBOOK: "the assignment folder has no notebook of that name; score 0",
+    Status.NOT_IN_NOTEBOOK: "the test cell is not in the student's notebook (deleted, or its nbgrader "
+    "metadata removed) and the course leaves such cells out (OverwriteCells.add_missing_cells False, "
+    "nbgrader's default): not run, score 0, left for manual grading in formgrader, as nbgrader "
+    "autograde leaves it",
     Status.REFUSED: "not graded: the student folder's name is not a usable student id, or the "
     "submission's timestamp.txt is not a time nbgrader reads (stock refuses it too); nothing in it "
     "was read, no feedback or gradebook entry is written; score 0",
@@ -88,6 +93,8 @@ MEANING = {
 }
 
 MESSAGE = {
+    Status.NOT_IN_NOTEBOOK: "this test cell is not in your notebook (deleted, or its nbgrader "
+    "metadata removed), so it was not run; it scores 0 until your instructor grades it",
     Status.TIMEOUT: "the test ran past the time limit and was stopped",
     Status.KERNEL_DIED: "the student's process exited or crashed during the test",
     Status.MEMORY_LIMIT: "the student's code ran out of memory during the test",

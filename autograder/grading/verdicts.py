@@ -145,7 +145,7 @@ def _kernel_text(krow) -> str:
 
 
 # a whole notebook's status (nothing was graded), or the grader's own failure: one row, no pair
-_WHOLE = {"invalid-notebook", "missing-notebook", "refused", "grader-error"}
+_WHOLE = {"invalid-notebook", "missing-notebook", "refused", "grader-error", "not-in-notebook"}
 
 
 class DifferenceHidden(AssertionError):

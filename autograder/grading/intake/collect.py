@@ -11,7 +11,9 @@ instructor's version runs. A task is:
   (its content is not run); one that lost its metadata but kept its cell id marks the place
   after it (its content runs as ordinary code, as in nbgrader); a deleted one is placed
   after the nearest preceding source cell found in the submission (nbgrader's rule for
-  ``add_missing_cells``);
+  ``add_missing_cells``). Both only where the course's ``OverwriteCells.add_missing_cells`` is
+  True; with nbgrader's default, False, such a test is left out (status ``not-in-notebook``);
+  a code cell tagged ``Execute.skip_cells_with_tag`` is not run, as nbclient skips it;
 * ``tests``: ``{"id", "source", "points"}`` from the source;
 * ``files``: the other files of the student's assignment folder (copied to the scratch
   directory, as nbgrader runs a notebook next to its files).
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import dataclasses
 import errno
 import json
 import os
@@ -59,6 +62,10 @@ class SourceNotebook:
     locked: dict[str, str]  # grade_id -> source of locked (read-only) code cells
     order: list[str]  # grade_ids of the source's cells, in order
     cell_ids: dict[str, str]  # cell id -> grade_id
+    skip_tag: str = "skip-execution"  # Execute.skip_cells_with_tag: a code cell with it is not run
+    add_missing: bool = (
+        True  # OverwriteCells.add_missing_cells: a test cell the notebook lacks runs
+    )
 
     @property
     def max_score(self) -> float:
@@ -127,6 +134,12 @@ def _meta(cell) -> dict:
 def _grade_id(cell):
     gid = _meta(cell).get("grade_id")
     return gid if isinstance(gid, str) else None
+
+
+def _skipped(cell, tag: str) -> bool:
+    """Whether nbclient (``skip_cells_with_tag``) skips this code cell: its tags hold ``tag``."""
+    tags = cell.get("metadata", {}).get("tags")
+    return bool(tag) and isinstance(tags, list) and tag in tags
 
 
 def _source(cell) -> str:
@@ -217,7 +230,11 @@ class Course:
     def notebooks(self, assignment: str) -> list[SourceNotebook]:
         if assignment not in self._cache:
             self._cache[assignment] = [
-                self._instantiated(read_source(assignment, p, self.config.begin_hidden))
+                dataclasses.replace(
+                    self._instantiated(read_source(assignment, p, self.config.begin_hidden)),
+                    skip_tag=self.config.skip_tag,
+                    add_missing=self.config.add_missing_cells,
+                )
                 for p in sorted((self.source / assignment).glob("*.ipynb"))
             ]
         return self._cache[assignment]
@@ -371,7 +388,8 @@ def plan(source: SourceNotebook, nb):
             layout.append(("test", n, k))
             after[gid], where[gid] = len(items), len(layout)
             continue
-        if cell.get("cell_type") != "code":
+        if cell.get("cell_type") != "code" or _skipped(cell, source.skip_tag):
+            # (a code cell tagged Execute.skip_cells_with_tag is not run, as nbclient skips it)
             layout.append(("other", n, None))
             if gid in source.order:
                 after[gid], where[gid] = len(items), len(layout)
@@ -382,7 +400,7 @@ def plan(source: SourceNotebook, nb):
         index += 1
         if gid in source.order:
             after[gid], where[gid] = len(items), len(layout)
-        k = by_cell_id.get(cell.get("id")) if gid is None else None
+        k = by_cell_id.get(cell.get("id")) if gid is None and source.add_missing else None
         if k is not None and k not in placed:  # a test cell stripped of its metadata
             items.append(["test", k])
             placed.add(k)
@@ -392,7 +410,7 @@ def plan(source: SourceNotebook, nb):
                 len(layout),
             )
     for k, t in enumerate(source.tests):
-        if k in placed:
+        if k in placed or not source.add_missing:  # left out: status not-in-notebook
             continue
         pos = source.order.index(t.grade_id)
         anchor = next((g for g in reversed(source.order[:pos]) if g in after), None)

@@ -800,6 +800,14 @@ is the course's <code>AutograderGrade.counts</code>. <code>autograder settle</co
 <td>{{ d.judge | num }}</td><td>{{ d.score | num }} / {{ d.max | num }}</td><td>{{ d.reason }}</td>\
 {% if with_students %}<td>{{ d.student }}</td>{% endif %}</tr>
 {% endfor %}</tbody></table>{% endif %}
+{% if late %}<h3>Late submissions: {{ late | length }} notebook(s)</h3>
+<p>Submitted after the assignment's due date (<code>timestamp.txt</code>, as nbgrader reads it); the penalty is the one the
+course's <code>LateSubmissionPlugin</code> set in the gradebook, whose scores are after it (the figures below are before it).</p>
+<table><thead><tr><th>notebook</th><th class='n'>late by</th><th class='n'>penalty</th>\
+{% if with_students %}<th>student</th>{% endif %}</tr></thead><tbody>
+{% for d in late %}<tr><td><code>{{ d.where }}</code></td><td class='n'>{{ d.seconds | secs }}</td><td class='n'>{{ d.penalty | num }}</td>\
+{% if with_students %}<td>{{ d.student }}</td>{% endif %}</tr>
+{% endfor %}</tbody></table>{% endif %}
 {% if all_flags %}<h3>Flags</h3><ul>
 {% for s, t, f in all_flags %}<li><a href='#{{ t.anchor }}'><code>{{ s.title }} / {{ t.grade_id }}</code></a>: <span class='flag'>{{ f }}</span></li>
 {% endfor %}</ul>{% endif %}
@@ -923,6 +931,31 @@ def differences(rows) -> list[dict]:
     ]
 
 
+def read_late(grading_out: Path) -> list[dict]:
+    """``late.csv`` of ``autograder grade`` (none: no late notebook, or an older folder): each
+    late notebook, how late and its penalty, for the page (values checked: it is a file)."""
+    path = Path(grading_out) / "late.csv"
+    out: list = []
+    if not path.is_file():
+        return out
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        for row in csv.DictReader(fh):
+            try:
+                seconds = float(row.get("seconds_late") or 0)
+                penalty = float(row["late_penalty"]) if row.get("late_penalty") else 0.0
+            except (TypeError, ValueError):
+                continue
+            out.append(
+                {
+                    "where": f"{row.get('assignment', '')}/{row.get('notebook', '')}",
+                    "seconds": seconds,
+                    "penalty": penalty,
+                    "student": row.get("student", ""),
+                }
+            )
+    return out
+
+
 def render(
     sections: list[Section],
     *,
@@ -930,6 +963,7 @@ def render(
     with_students: bool,
     title: str,
     diffs: list | None = None,
+    late: list | None = None,
 ) -> str:
     parts: list = []
     all_flags: list = []
@@ -960,6 +994,7 @@ def render(
         sections=parts,
         all_flags=all_flags,
         differences=diffs or [],
+        late=late or [],
         flag_r=DISCRIMINATION_FLAG,
         min_n=MIN_FOR_FLAGS,
         meanings=[(s.value, s.meaning) for s in Status],
@@ -1111,6 +1146,7 @@ def write_report(
         with_students=with_students,
         title="Class report",
         diffs=differences(_latest(rows)),
+        late=read_late(grading_out),
     )
     _write_csv(dest / "tests.csv", TEST_FIELDS, tests_rows(sections))
     _write_csv(

@@ -40,6 +40,8 @@ class GradebookWriter:
         self.late_plugin = late_plugin  # config.CourseConfig.late_plugin
         self.settings = settings  # the course's nbgrader settings (traitlets Config): release stubs
         self._released: dict = {}
+        # (student, assignment, notebook) -> (seconds late, penalty or None): each late notebook
+        self.late: dict = {}
 
     def close(self):
         self.gb.close()
@@ -159,6 +161,9 @@ class GradebookWriter:
             grade = grades.get(row.grade_id) or gb.find_grade(
                 row.grade_id, sub.notebook, sub.assignment, sub.student
             )
+            if row.status == "not-in-notebook":  # not run: formgrader's, as stock leaves it
+                grade.auto_score, grade.needs_manual_grade = None, True
+                continue
             grade.auto_score = float(row.score)
             grade.needs_manual_grade = False
         self._manual_cells(sub, grades)
@@ -251,6 +256,11 @@ class GradebookWriter:
             penalty = self.late_plugin.late_submission_penalty(sub.student, notebook.score, late)
             if penalty is not None:
                 notebook.late_submission_penalty = min(max(penalty, 0), notebook.score)
+        if late > 0:
+            self.late[(sub.student, sub.assignment, sub.notebook)] = (
+                float(late),
+                notebook.late_submission_penalty,
+            )
         gb.db.commit()
 
 

@@ -120,10 +120,14 @@ def rows_for(sub, result=None, error=None) -> list[Row]:
     """One row per test cell of ``sub``'s source notebook."""
     rows = []
     base = (sub.student, sub.assignment, sub.notebook)
+    placed = {item[1] for item in getattr(sub, "items", None) or () if item[0] == "test"}
     for k, test in enumerate(sub.source.tests):
         row = Row(*base, test.grade_id, 0.0, test.points, "ok", hidden=test.hidden)
         if sub.status:
             row.status, row.message = sub.status, sub.message
+        elif k not in placed and getattr(sub, "items", None):  # add_missing_cells False
+            row.status = Status.NOT_IN_NOTEBOOK.value
+            row.message = Status.NOT_IN_NOTEBOOK.message or ""
         elif error is not None or result is None:
             row.status, row.message = (
                 "grader-error",
@@ -279,6 +283,34 @@ def write_csv(path: Path, rows) -> None:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: safe_cell(v) for k, v in row.csv().items()})
+
+
+def write_late(path: Path, late: dict) -> None:
+    """``late.csv``: each notebook submitted after the assignment's due date, how late (seconds,
+    from ``timestamp.txt`` as nbgrader reads it) and the penalty the course's
+    ``LateSubmissionPlugin`` set in the gradebook (empty: none)."""
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["student", "assignment", "notebook", "seconds_late", "late_penalty"])
+        for (student, assignment, notebook), (seconds, penalty) in sorted(late.items()):
+            w.writerow(
+                [
+                    safe_cell(student),
+                    assignment,
+                    notebook,
+                    f"{seconds:g}",
+                    "" if penalty is None else f"{penalty:g}",
+                ]
+            )
+
+
+def late_lines(late: dict) -> list[str]:
+    """review.txt's line for each late notebook (its score in the gradebook is after the penalty)."""
+    return [
+        f"{safe_cell(student)}/{assignment}/{notebook}: submitted {seconds:g} s late"
+        + (f", late penalty {penalty:g} point(s) in the gradebook" if penalty else ", no penalty")
+        for (student, assignment, notebook), (seconds, penalty) in sorted(late.items())
+    ]
 
 
 def review_lines(rows) -> list[str]:
