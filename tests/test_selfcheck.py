@@ -108,6 +108,9 @@ def test_hidden_tests_of_a_source_notebook_are_not_run(tmp_path, assignment, not
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment,case,expected", list(fixture_cases()))
 def test_fixture_case(assignment, case, expected):
+    # a fixture's "timeout" is every cell's limit, the setup cell's `import torch` in a fresh
+    # kernel included: 1.8-2.7 s on a quiet machine (2026-11-29); 5 s failed once in a quiet
+    # `make test` (two workers are load enough), so the looping fixture's is 15 s, 5x that
     extra = ("--timeout", str(expected["timeout"])) if "timeout" in expected else ()
     result = run_check(FIXTURES / assignment / f"{case}.ipynb", *extra)
     assert statuses(result.stdout) == expected["status"], result.stdout

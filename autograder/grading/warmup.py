@@ -24,6 +24,15 @@ def without_gc():
             gc.enable()
 
 
+def wants_training(preload) -> bool:
+    """Whether the course's sources use an optimizer (``torch.optim`` among the modules they use,
+    :meth:`..intake.collect.SourceNotebook.imports`): then the warm processes run
+    :func:`training` once. A course that does not pays nothing for it (about 1.3 s of CPU in the
+    zygote and in the judge, each run: the first optimizer imports torch._dynamo); a student who
+    uses one there pays it in that notebook's own process."""
+    return any(name == "torch.optim" or name.startswith("torch.optim.") for name in preload)
+
+
 def training(torch):
     """What tests compute expected values with: the first optimizer imports torch._dynamo (about 1 s),
     first uses of layers and losses initialise kernels - once here, not in every forked child."""

@@ -101,6 +101,17 @@ class SourceNotebook:
                     names.update(a.name for a in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     names.add(node.module)
+                    names.update(
+                        f"{node.module}.{a.name}"
+                        for a in node.names
+                        if node.module == "torch" and f"torch.{a.name}" in TRAINING_MODULES
+                    )
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and f"{node.value.id}.{node.attr}" in TRAINING_MODULES
+                ):
+                    names.add(f"{node.value.id}.{node.attr}")
         return names
 
     def exports(self) -> list[str]:
@@ -179,6 +190,10 @@ def read_source(
             locked[gid] = _source(cell)
     return SourceNotebook(assignment, path.stem, path, nb, tests, locked, order, cell_ids)
 
+
+# a module the sources use by attribute (``torch.optim.SGD`` after ``import torch``) that the warm
+# processes preload: its name tells them to warm up training (grading.warmup.wants_training)
+TRAINING_MODULES = frozenset({"torch.optim"})
 
 AUTOTEST = "AUTOTEST"  # nbgrader's InstantiateTests.autotest_delimiter (and "HASHED AUTOTEST")
 
