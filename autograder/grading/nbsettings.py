@@ -3,7 +3,7 @@
 A course configures ``nbgrader autograde`` through ``nbgrader_config.py`` (and the user's and
 system's Jupyter config, and ``--Class.trait=value`` options). :func:`audit` looks at every
 configurable that command builds - the application, ``CourseDirectory``, the ``Autograde``
-converter, each preprocessor of its two pipelines, the late-submission plugin - as nbgrader
+converter, each preprocessor of its two pipelines - as nbgrader
 builds them (so a value set on a parent class, ``ExecutePreprocessor.timeout``, counts for the
 class that reads it, ``Execute.timeout``), and sorts every trait the configuration sets to a value
 other than its default into one of three kinds; none is ignored:
@@ -127,7 +127,7 @@ NOT_READ: frozenset = frozenset(
 def configurables(app, converter) -> list:
     """What ``nbgrader autograde`` configures, built as it builds them: the application, its
     course directory, the converter, each preprocessor of the converter's pipelines (the
-    pipelines as configured), the late-submission plugin, ClearHiddenTests' delimiters."""
+    pipelines as configured), ClearHiddenTests' delimiters."""
     from nbgrader.preprocessors import AssignLatePenalties, ClearHiddenTests
 
     out = [app, app.coursedir, converter]
@@ -139,9 +139,9 @@ def configurables(app, converter) -> list:
                 out.append(pp(parent=converter))
             except Exception:  # noqa: BLE001 - a pipeline of its own is refused by its own trait
                 continue
-    late = AssignLatePenalties(parent=converter)
-    late.init_plugin()
-    out += [late.plugin_inst, ClearHiddenTests(parent=app)]
+    # (the late-submission plugin is not looked at: it runs as nbgrader runs it, with whatever
+    # settings it reads, a plugin of the course's own included)
+    out += [AssignLatePenalties(parent=converter), ClearHiddenTests(parent=app)]
     return out
 
 
