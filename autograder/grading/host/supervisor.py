@@ -481,11 +481,11 @@ def utf8_safe(value, depth=0):
 
 
 def written_files(spec, body: bytes) -> tuple[list, bool]:
-    """``([[name, base64 data], ...], garbled)``: the files a notebook wrote (the zygote's
+    """``([[name, base64 data], ...], malformed)``: the files a notebook wrote (the zygote's
     ``result["written"]``: ``[[name, size], ...]``, their bytes one after another in ``body``),
     checked as untrusted data: at most the zygote's count and byte bounds, each name a relative
-    path of plain parts (no ``..``, no empty or hidden-by-dot-only part, no NUL), sizes that add up
-    to the body. Anything else: none of them, and ``garbled``."""
+    path of plain parts (no ``..``, no ``.`` or empty part, no NUL), sizes that add up to the
+    body. Anything else: none of them, and ``malformed`` True."""
     import base64
 
     from autograder.wire.frames import MAX_FILES_BYTES
@@ -605,8 +605,16 @@ class _NotebookRun:
                 ev.get("result") if isinstance(ev.get("result"), dict) else {"error": "no result"}
             )
             if "error" not in self.done:
+                # (the relay read them, never the student's code: a malformed list is the
+                # grader's fault, so the files are dropped and said, and no row is flagged)
                 self.done["written"], bad = written_files(self.done.get("written"), body)
-                self.garbled = self.garbled or bad
+                if bad:
+                    notes = self.done.get("notes")
+                    self.done["notes"] = [
+                        *(notes if isinstance(notes, list) else []),
+                        "the files the notebook wrote were not copied: the sandbox's list of "
+                        "them was malformed",
+                    ]
         elif kind == "tests":
             ks = ev.get("ks")
             if type(ks) is list and all(type(k) is int for k in ks):

@@ -1191,8 +1191,8 @@ def written_files(scratch, inputs, limit):
                 continue
             if not stat.S_ISREG(info.st_mode):
                 continue
-            seen += 1
-            if seen > MAX_WRITTEN_FILES:
+            seen += 1  # every regular file looked at (the task's own included): bounded work
+            if len(out) >= MAX_WRITTEN_FILES or seen > MAX_WRITTEN_FILES + len(inputs):
                 notes.append(f"files the notebook wrote beyond {MAX_WRITTEN_FILES} were not copied")
                 return out, notes
             data = _read_regular(e.path, limit - total)

@@ -62,10 +62,12 @@ class SourceNotebook:
     locked: dict[str, str]  # grade_id -> source of locked (read-only) code cells
     order: list[str]  # grade_ids of the source's cells, in order
     cell_ids: dict[str, str]  # cell id -> grade_id
-    skip_tag: str = "skip-execution"  # Execute.skip_cells_with_tag: a code cell with it is not run
-    add_missing: bool = (
-        True  # OverwriteCells.add_missing_cells: a test cell the notebook lacks runs
-    )
+    # the course's Execute.skip_cells_with_tag (a code cell carrying it is not run) and
+    # OverwriteCells.add_missing_cells (a test cell the notebook lacks is put back and run),
+    # set by Course.notebooks from its configuration; a source read alone (calibration's own
+    # source submission, which lacks no test cell) keeps these
+    skip_tag: str = "skip-execution"
+    add_missing: bool = True
 
     @property
     def max_score(self) -> float:

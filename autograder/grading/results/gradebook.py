@@ -387,9 +387,11 @@ def write_autograded(config, sub, rows, result) -> Path | None:
     folder.mkdir(parents=True, exist_ok=True)
     _copy_files(folder, assignment_files(config, sub), permissions)
     # what the notebook wrote while it ran, over them, as stock runs it in this folder (checked
-    # at the boundary: host.supervisor.written_files); never over the notebook itself
+    # at the boundary: host.supervisor.written_files); never over a notebook of the assignment
     written = result.get("written") if isinstance(result, dict) else None
-    _copy_files(folder, written or [], permissions, skip={f"{sub.notebook}.ipynb"})
+    source = getattr(sub.source, "path", None)
+    notebooks = {p.name for p in source.parent.glob("*.ipynb")} if source is not None else set()
+    _copy_files(folder, written or [], permissions, skip=notebooks | {f"{sub.notebook}.ipynb"})
     path = folder / f"{sub.notebook}.ipynb"
     _replace(path)
     nbformat.write(nb, path)

@@ -120,12 +120,14 @@ def rows_for(sub, result=None, error=None) -> list[Row]:
     """One row per test cell of ``sub``'s source notebook."""
     rows = []
     base = (sub.student, sub.assignment, sub.notebook)
+    # a test the student's notebook lacks, where the course's OverwriteCells.add_missing_cells is
+    # False (collect.plan left it out): not run, for manual grading, as stock leaves it
     placed = {item[1] for item in getattr(sub, "items", None) or () if item[0] == "test"}
     for k, test in enumerate(sub.source.tests):
         row = Row(*base, test.grade_id, 0.0, test.points, "ok", hidden=test.hidden)
         if sub.status:
             row.status, row.message = sub.status, sub.message
-        elif k not in placed and getattr(sub, "items", None):  # add_missing_cells False
+        elif k not in placed and not getattr(sub.source, "add_missing", True):
             row.status = Status.NOT_IN_NOTEBOOK.value
             row.message = Status.NOT_IN_NOTEBOOK.message or ""
         elif error is not None or result is None:
