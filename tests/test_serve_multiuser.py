@@ -42,10 +42,10 @@ TOOLS = ("useradd", "userdel", "setpriv")
 
 
 class Account:
-    def __init__(self, name: str, home: Path):
+    def __init__(self, name: str, home: Path, enter: list[str]):
         import pwd
 
-        self.name, self.home = name, home
+        self.name, self.home, self.enter = name, home, enter
         entry = pwd.getpwnam(name)
         self.uid, self.gid = entry.pw_uid, entry.pw_gid
 
@@ -62,8 +62,10 @@ class Account:
         return env
 
     def command(self, *args) -> list[str]:
-        """``args`` run as this account (its uid, gid and groups; never root)."""
+        """``args`` run as this account (its uid, gid and groups; never root), after ``enter``
+        (the mount namespace that lets it reach this Python; empty where it already can)."""
         return [
+            *self.enter,
             "setpriv",
             f"--reuid={self.uid}",
             f"--regid={self.gid}",
@@ -88,44 +90,61 @@ class Account:
         return json.loads(self.run(sys.executable, "-c", program).stdout)
 
 
-def _not_usable_by_others() -> list[str]:
-    """Paths of this Python (the venv's interpreter, its base installation) that another account
-    cannot reach: a folder on the way it may not enter, or a file it may not read."""
+def _not_usable_by_others() -> list[Path]:
+    """Folders on the way to this Python (the venv's interpreter, its base installation) that
+    another account may not enter."""
     import stat
 
     blocked = []
-    for target in {os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix)}:
-        path = Path(target)
-        for folder in [*reversed(path.parents), path]:
-            mode = folder.stat().st_mode
-            need = stat.S_IXOTH if folder.is_dir() else stat.S_IROTH | stat.S_IXOTH
-            if mode & need != need:
-                blocked.append(f"{folder} (mode {stat.S_IMODE(mode):o})")
+    for target in _python_paths():
+        for folder in [*reversed(target.parents), target]:
+            if folder.is_dir() and folder.stat().st_mode & stat.S_IXOTH == 0:
+                blocked.append(folder)
                 break
     return sorted(set(blocked))
 
 
-def _make_account(name: str, home: Path) -> Account:
+def _python_paths() -> set[Path]:
+    return {Path(os.path.realpath(p)) for p in (sys.base_prefix, sys.prefix)}
+
+
+def _reveal(blocked: list[Path], stage: Path) -> list[str]:
+    """A command prefix that runs what follows in a private mount namespace where each blocked
+    folder is an empty tmpfs (mode 755) holding only this Python's installation, bound back at
+    its own path. On a machine where the interpreter lives in root's home (pyenv in /root, mode
+    700, as on this project's CI) the accounts could not run it otherwise; what the test checks -
+    the exchange, the service's output, the homes - is untouched by it: nothing but the Python
+    installation is bound, read-only, and nothing leaves the namespace."""
+    if not blocked:
+        return []
+    lines = ["set -e"]
+    shown = sorted(p for p in _python_paths() if any(b in p.parents or b == p for b in blocked))
+    for i, path in enumerate(shown):
+        (stage / str(i)).mkdir(mode=0o755, exist_ok=True)
+        lines.append(f"mount --bind {path} {stage / str(i)}")
+    lines += [f"mount -t tmpfs -o mode=755 tmpfs {folder}" for folder in blocked]
+    for i, path in enumerate(shown):
+        lines += [
+            f"mkdir -p {path}",
+            f"mount --bind {stage / str(i)} {path}",
+            f"mount -o remount,bind,ro {path}",
+        ]
+    lines.append('exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines), "sh"]
+
+
+def _make_account(name: str, home: Path, enter: list[str]) -> Account:
     run(
         ["useradd", "--home-dir", home, "--create-home", "--shell", "/bin/sh", "--user-group", name]
     )
     os.chmod(home, 0o700)  # a multi-user machine: nobody else reads a home
-    return Account(name, home)
+    return Account(name, home, enter)
 
 
 @pytest.fixture(scope="module")
 def machine():
     if os.geteuid() != 0:
         pytest.skip("the multi-user test makes Unix accounts: it needs root (CI runs as root)")
-    blocked = _not_usable_by_others()
-    if blocked:
-        pytest.skip(
-            "another account cannot run this Python: it cannot enter "
-            + ", ".join(blocked)
-            + f" (the venv's interpreter is {os.path.realpath(sys.executable)}); build the venv "
-            "from a Python every account can run, e.g. `rm -rf .venv && make venv "
-            "PYTHON=/usr/bin/python3.11`"
-        )
     missing = [t for t in TOOLS if not shutil.which(t)]
     if missing:
         pytest.fail(f"the multi-user test needs {', '.join(missing)} (Debian: passwd, util-linux)")
@@ -133,10 +152,24 @@ def machine():
     base = Path(tempfile.mkdtemp(prefix="autograder-multiuser-"))
     os.chmod(base, 0o755)
     (base / "home").mkdir(mode=0o755)
+    (base / "stage").mkdir(mode=0o755)
+    enter = _reveal(_not_usable_by_others(), base / "stage")
     made = []
     try:
+        if enter:
+            probe = subprocess.run([*enter, "true"], capture_output=True, text=True)
+            if probe.returncode:  # e.g. a container without CAP_SYS_ADMIN
+                pytest.skip(
+                    "another account cannot run this Python (it cannot enter "
+                    + ", ".join(map(str, _not_usable_by_others()))
+                    + ") and a private mount namespace that would show it failed: "
+                    + probe.stderr.strip()
+                    + "; build the venv from a Python every account can run, e.g. "
+                    "`rm -rf .venv && make venv PYTHON=/usr/bin/python3.11`"
+                )
         for role in ("teach", "alice", "bob"):
-            made.append(_make_account(f"ag{role}{tag}", base / "home" / f"ag{role}{tag}"))
+            name = f"ag{role}{tag}"
+            made.append(_make_account(name, base / "home" / name, enter))
         yield base, dict(zip(("instructor", "alice", "bob"), made, strict=True))
     finally:
         for account in made:
