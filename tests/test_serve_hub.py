@@ -9,7 +9,8 @@ student gets only theirs; a request without a login is sent to the hub's OAuth.
 In Debian's chromium (marker browser), a student logs in, the hub spawns their JupyterLab on this
 machine (SimpleLocalProcessSpawner), they open nbgrader's Assignment List, Fetch exercise 1,
 (answer it: the solution written into the fetched copy), click Submit, then Fetch Feedback
-seconds later, and open the status page through the hub's OAuth: their own result.
+seconds later, and open the status page through the hub's OAuth: their own result. A second
+student logged in at the same time, in another browser session, sees only their own.
 Screenshots in artifacts/browser/serve-*.png.
 """
 
@@ -201,8 +202,14 @@ def test_a_student_sees_their_own_last_result(hub):
 
 
 def test_another_student_sees_only_theirs(hub):
+    bob = {"student": "bob", "last": [], "waiting": []}
+    # the student is the token's, whatever the request names
+    for path in ("api/me", "api/me?student=alice", "api/me/alice", "api/me?user=alice"):
+        status, _, body = _get(hub["port"], f"/services/autograder/{path}", hub["tokens"]["bob"])
+        assert status in (200, 404), (path, status, body)
+        assert status == 404 or json.loads(body) == bob, (path, body)
     status, _, body = _get(hub["port"], "/services/autograder/api/me", hub["tokens"]["bob"])
-    assert status == 200 and json.loads(body) == {"student": "bob", "last": [], "waiting": []}
+    assert status == 200 and json.loads(body) == bob
 
 
 def test_queue_length_and_no_login_goes_to_the_hub(hub):
@@ -260,6 +267,24 @@ def test_submit_then_fetch_feedback_in_jupyterlab(hub):
             me = json.loads(page.locator("body").inner_text())
             assert me["student"] == "carol" and me["last"][0]["attempt"] == 1
             shot(page, "serve-3-status.png")
+            # a second student logged in at the same time, in their own browser session: alice
+            # (graded before) sees her result only, and carol's session still only carol's
+            other = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            other.set_default_timeout(TIMEOUT_MS)
+            other.goto(f"{url}/hub/login?next=/services/autograder/api/me")
+            other.fill("input[name=username]", "alice")
+            other.fill("input[name=password]", "any")
+            other.click("input[type=submit], button[type=submit]")
+            other.wait_for_url("**/services/autograder/api/me**")
+            theirs = json.loads(other.locator("body").inner_text())
+            assert theirs["student"] == "alice" and len(theirs["last"]) == 1, theirs
+            assert "carol" not in json.dumps(theirs)
+            other.goto(f"{url}/services/autograder/api/me?student=carol")
+            assert json.loads(other.locator("body").inner_text())["student"] == "alice"
+            page.reload()
+            mine = json.loads(page.locator("body").inner_text())
+            assert mine["student"] == "carol" and "alice" not in json.dumps(mine)
+            shot(other, "serve-4-second-student.png")
         except BaseException:
             shot(page, "serve-failed.png")
             raise
