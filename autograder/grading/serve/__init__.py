@@ -6,8 +6,8 @@
 * :mod:`.policy`   - what hidden tests show before the deadline, cooldown, attempt limit;
 * :mod:`.page`     - the student's feedback page (never built from a test cell);
 * :mod:`.pool`     - warm sandboxes for the service's life (local, or Dask);
-* :mod:`.service`  - the loop: poll, grade, record, release; its parts:
-  :mod:`.inbound` (intake), :mod:`.calibration`, :mod:`.views` (the student's page and
+* :mod:`.service`  - the loop: poll, grade, record, release; its parts :mod:`.inbound` (intake),
+  :mod:`.calibration`, :mod:`.record` (scores written), :mod:`.views` (the student's page,
   ``api/me``), :mod:`.outputs` (what the instructor reads in ``OUT``);
 * :mod:`.web`      - the status endpoint (tornado, a JupyterHub service behind hub OAuth);
 * :mod:`.command`  - the command line; ``make bench-serve`` is :mod:`autograder.authoring.serve_bench`.
