@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import signal
 import sqlite3
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.authoring.accounts import Unavailable, accounts
 from autograder.course import SOLUTIONS, TempCourse
 from autograder.procs import explain_log, run
 
@@ -38,143 +38,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_bubblewrap")]
 A = "01_relu_inplace"
 NB = f"{A}.ipynb"
 BIN = Path(sys.executable).parent
-TOOLS = ("useradd", "userdel", "setpriv")
-
-
-class Account:
-    def __init__(self, name: str, home: Path, enter: list[str]):
-        import pwd
-
-        self.name, self.home, self.enter = name, home, enter
-        entry = pwd.getpwnam(name)
-        self.uid, self.gid = entry.pw_uid, entry.pw_gid
-
-    def env(self, **extra) -> dict[str, str]:
-        env = {
-            "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(self.home),
-            "USER": self.name,
-            "LOGNAME": self.name,
-            "LANG": "C.UTF-8",
-            "AUTOGRADER_LOAD": os.environ.get("AUTOGRADER_LOAD", "0"),
-        }
-        env.update(extra)
-        return env
-
-    def command(self, *args) -> list[str]:
-        """``args`` run as this account (its uid, gid and groups; never root), after ``enter``
-        (the mount namespace that lets it reach this Python; empty where it already can)."""
-        return [
-            *self.enter,
-            "setpriv",
-            f"--reuid={self.uid}",
-            f"--regid={self.gid}",
-            "--init-groups",
-            "--inh-caps=-all",
-            *map(str, args),
-        ]
-
-    def run(self, *args, cwd=None, expect=0, env=None, timeout=300):
-        return run(
-            self.command(*args),
-            cwd=cwd or self.home,
-            env=env or self.env(),
-            expect=expect,
-            timeout=timeout,
-            what=f"as {self.name}",
-        )
-
-    def tries(self, code: str) -> dict:
-        """Python ``code`` run as this account; it fills ``out`` (a dict), printed as JSON."""
-        program = f"import json, os\nout = {{}}\n{code}\nprint(json.dumps(out))"
-        return json.loads(self.run(sys.executable, "-c", program).stdout)
-
-
-def _not_usable_by_others() -> list[Path]:
-    """Folders on the way to this Python (the venv's interpreter, its base installation) that
-    another account may not enter."""
-    import stat
-
-    blocked = []
-    for target in _python_paths():
-        for folder in [*reversed(target.parents), target]:
-            if folder.is_dir() and folder.stat().st_mode & stat.S_IXOTH == 0:
-                blocked.append(folder)
-                break
-    return sorted(set(blocked))
-
-
-def _python_paths() -> set[Path]:
-    return {Path(os.path.realpath(p)) for p in (sys.base_prefix, sys.prefix)}
-
-
-def _reveal(blocked: list[Path], stage: Path) -> list[str]:
-    """A command prefix that runs what follows in a private mount namespace where each blocked
-    folder is an empty tmpfs (mode 755) holding only this Python's installation, bound back at
-    its own path. On a machine where the interpreter lives in root's home (pyenv in /root, mode
-    700, as on this project's CI) the accounts could not run it otherwise; what the test checks -
-    the exchange, the service's output, the homes - is untouched by it: nothing but the Python
-    installation is bound, read-only, and nothing leaves the namespace."""
-    if not blocked:
-        return []
-    lines = ["set -e"]
-    shown = sorted(p for p in _python_paths() if any(b in p.parents or b == p for b in blocked))
-    for i, path in enumerate(shown):
-        (stage / str(i)).mkdir(mode=0o755, exist_ok=True)
-        lines.append(f"mount --bind {path} {stage / str(i)}")
-    lines += [f"mount -t tmpfs -o mode=755 tmpfs {folder}" for folder in blocked]
-    for i, path in enumerate(shown):
-        lines += [
-            f"mkdir -p {path}",
-            f"mount --bind {stage / str(i)} {path}",
-            f"mount -o remount,bind,ro {path}",
-        ]
-    lines.append('exec "$@"')
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines), "sh"]
-
-
-def _make_account(name: str, home: Path, enter: list[str]) -> Account:
-    run(
-        ["useradd", "--home-dir", home, "--create-home", "--shell", "/bin/sh", "--user-group", name]
-    )
-    os.chmod(home, 0o700)  # a multi-user machine: nobody else reads a home
-    return Account(name, home, enter)
 
 
 @pytest.fixture(scope="module")
 def machine():
-    if os.geteuid() != 0:
-        pytest.skip("the multi-user test makes Unix accounts: it needs root (CI runs as root)")
-    missing = [t for t in TOOLS if not shutil.which(t)]
-    if missing:
-        pytest.fail(f"the multi-user test needs {', '.join(missing)} (Debian: passwd, util-linux)")
-    tag = secrets.token_hex(3)
     base = Path(tempfile.mkdtemp(prefix="autograder-multiuser-"))
-    os.chmod(base, 0o755)
-    (base / "home").mkdir(mode=0o755)
-    (base / "stage").mkdir(mode=0o755)
-    enter = _reveal(_not_usable_by_others(), base / "stage")
-    made = []
     try:
-        if enter:
-            probe = subprocess.run([*enter, "true"], capture_output=True, text=True)
-            if probe.returncode:  # e.g. a container without CAP_SYS_ADMIN
-                pytest.skip(
-                    "another account cannot run this Python (it cannot enter "
-                    + ", ".join(map(str, _not_usable_by_others()))
-                    + ") and a private mount namespace that would show it failed: "
-                    + probe.stderr.strip()
-                    + "; build the venv from a Python every account can run, e.g. "
-                    "`rm -rf .venv && make venv PYTHON=/usr/bin/python3.11`"
-                )
-        for role in ("teach", "alice", "bob"):
-            name = f"ag{role}{tag}"
-            made.append(_make_account(name, base / "home" / name, enter))
-        yield base, dict(zip(("instructor", "alice", "bob"), made, strict=True))
+        with accounts(base, ("instructor", "alice", "bob")) as users:
+            yield base, users
+    except Unavailable as exc:
+        pytest.skip(f"the multi-user test makes Unix accounts (CI runs as root): {exc}")
     finally:
-        for account in made:
-            subprocess.run(["pkill", "-KILL", "-u", account.name], check=False)
-            subprocess.run(["userdel", "--force", account.name], check=False, capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -22,6 +22,7 @@ Prints the figures and writes them to ``artifacts/bench-serve.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -32,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from autograder.authoring.accounts import Unavailable, accounts
 from autograder.course import REPO, assignments
 from autograder.procs import explain, run
 
@@ -49,9 +51,6 @@ def _latencies(rows):
 
 
 def main(argv=None) -> int:
-    from autograder.authoring.bench import pool
-    from autograder.grading.serve.harness import ServeCourse
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sequential", type=int, default=30)
     ap.add_argument("--burst", type=int, default=60)
@@ -60,14 +59,34 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="build the course here and keep it")
     args = ap.parse_args(argv)
 
-    items = pool()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    print(f"bench-serve: course in {root}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    with contextlib.ExitStack() as stack:
+        user = None
+        if os.geteuid() == 0:  # an instructor runs the service, never root (README "Who runs what")
+            try:
+                user = stack.enter_context(accounts(root, ("teach",), prefix="agbench"))["teach"]
+            except Unavailable as exc:
+                print(f"bench-serve: as root, and no instructor account to run serve: {exc}")
+                return 2
+        return _bench(args, root, user)
+
+
+def _bench(args, root, user) -> int:
+    from autograder.authoring.bench import pool
+    from autograder.grading.serve.harness import ServeCourse
+
+    items = pool()
+    who = f"{user.name} (uid {user.uid})" if user else f"uid {os.geteuid()}"
+    print(
+        f"bench-serve: course in {root}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; "
+        f"the service runs as {who}"
+    )
     sc = ServeCourse(
-        root,
+        root / "bench",
         assignments(),
         policy={"cooldown": 0, "max_attempts": 0},
         serve_args=["--jobs", str(args.jobs)],
+        user=user,
     )
     n = 0
 
@@ -78,6 +97,8 @@ def main(argv=None) -> int:
         return sc.put(student, a, {f"{nb}.ipynb": path.read_bytes()})
 
     figures: dict = {"cpus": os.cpu_count(), "jobs": args.jobs, "load_average": os.getloadavg()[0]}
+    figures["service_user"] = user.name if user else None
+    figures["service_uid"] = user.uid if user else os.geteuid()
     t = time.monotonic()
     sc.start(timeout=900)
     figures["start_s"] = round(time.monotonic() - t, 1)

@@ -28,8 +28,9 @@ AUTOGRADER = [str(Path(sys.executable).with_name("autograder"))]
 
 
 class ServeCourse:
-    def __init__(self, root, assignments, policy=None, serve_args=()):
+    def __init__(self, root, assignments, policy=None, serve_args=(), user=None):
         self.root = Path(root)
+        self.user = user  # an autograder.authoring.accounts.Account the service runs as, or None
         self.course = TempCourse(self.root / "course", assignments)
         self.exchange = self.root / "exchange"
         self.exchange.mkdir(parents=True, exist_ok=True)
@@ -45,25 +46,33 @@ class ServeCourse:
             self.course.nbgrader("release_assignment", a, "--force")
         self.inbound = self.exchange / "autograd-inplace" / "inbound"
         self.proc: subprocess.Popen | None = None
+        if user is not None:  # the instructor's: the course, the exchange, the service's output
+            subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(self.root)], check=True)
 
     # -- the service -----------------------------------------------------------------
     def start(self, timeout=300, wait=True):
         log = open(self.log, "ab")
+        command = [
+            *AUTOGRADER,
+            "serve",
+            "--course",
+            str(self.course.root),
+            "--out",
+            str(self.out),
+            "--poll",
+            "0.2",
+            *self.serve_args,
+        ]
+        env = self._env()
+        if self.user is not None:
+            command = self.user.command(*command)
+            env = self.user.env(**{k: v for k, v in env.items() if k.startswith("AUTOGRADER_")})
         self.proc = subprocess.Popen(
-            [
-                *AUTOGRADER,
-                "serve",
-                "--course",
-                str(self.course.root),
-                "--out",
-                str(self.out),
-                "--poll",
-                "0.2",
-                *self.serve_args,
-            ],
+            command,
+            cwd=self.course.root,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=self._env(),
+            env=env,
             start_new_session=True,
         )
         log.close()
