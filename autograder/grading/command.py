@@ -19,6 +19,7 @@ each named on stderr, nothing written for it; stock ``nbgrader autograde`` exits
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 import time
@@ -245,6 +246,19 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
+def _whole_notebook(path: Path) -> bool:
+    """``path`` is a notebook written to its end (JSON with its cells), as every autograded
+    notebook of a finished run is: this grader writes each to a temporary file and renames it."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("cells"), list)
+
+
 def _autograded_before(subs, config, force: bool, whole: bool):
     """The submissions to grade, as nbgrader's ``init_destination`` (converters/base.py) decides
     per student and assignment, with what it removes first (``autograded/<student>/<assignment>``:
@@ -252,7 +266,14 @@ def _autograded_before(subs, config, force: bool, whole: bool):
     missing there); else with ``--force``, after removing ``dest`` (with ``--notebook``: the
     selected notebooks in it); else when the submission's ``timestamp.txt`` is newer than
     ``dest``'s, after the same removal; else skipped, and said so. A refused submission is kept
-    (its rows say why). nbgrader's own tests (tests/test_nbgrader_suite.py: test_force,
+    (its rows say why). One addition, for a run that was stopped (``kill -9``, a reboot: nbgrader
+    #1456): a ``dest`` holding a graded notebook cut short (not :func:`_whole_notebook`) was left
+    by a run stopped while writing it, so the submission is graded again (``dest`` removed
+    first), and said so; stock would skip it. A notebook *missing* from ``dest`` keeps stock's
+    meaning (nbgrader's test_filter_notebook: removed by hand, not graded again): this grader
+    makes ``dest`` only once every notebook of the submission is graded and recorded
+    (:meth:`GradeRun.finish`), so a stopped run never leaves a submission's notebooks half graded
+    behind an existing ``dest`` (tests/test_resume.py). nbgrader's own tests (tests/test_nbgrader_suite.py: test_force,
     test_filter_notebook, test_update_newer ...) pin each branch."""
     import shutil
 
@@ -261,7 +282,7 @@ def _autograded_before(subs, config, force: bool, whole: bool):
     groups: dict = {}
     for s in subs:
         groups.setdefault((s.student, s.assignment), []).append(s)
-    keep, skipped = [], []
+    keep, skipped, resumed = [], [], []
     for (student, assignment), group in groups.items():
         dest = Path(config.autograded) / student / assignment
         present = [s for s in group if s.status is None]
@@ -269,7 +290,12 @@ def _autograded_before(subs, config, force: bool, whole: bool):
             keep += group
             continue
         files = [dest / f"{s.notebook}.ipynb" for s in present]
-        if not whole and not all(f.exists() for f in files):
+        if not whole and not all(_whole_notebook(f) for f in files):
+            keep += group
+            continue
+        if whole and any(f.exists() and not _whole_notebook(f) for f in files):
+            shutil.rmtree(dest)  # a stopped run left a notebook cut short: grade it all again
+            resumed.append(f"{student}/{assignment}")
             keep += group
             continue
         newer = False
@@ -286,6 +312,14 @@ def _autograded_before(subs, config, force: bool, whole: bool):
             keep += group
         else:
             skipped.append(f"{student}/{assignment}")
+    if resumed:
+        names = ", ".join(_printable(k) for k in sorted(resumed)[:20])
+        more = " ..." if len(resumed) > 20 else ""
+        print(
+            f"grading again {len(resumed)} submission(s) whose autograded/ folder holds a "
+            f"notebook cut short (a stopped run's): {names}{more}",
+            file=sys.stderr,
+        )
     if skipped:
         names = ", ".join(_printable(k) for k in sorted(skipped)[:20])
         more = " ..." if len(skipped) > 20 else ""
@@ -310,6 +344,9 @@ class GradeRun:
         self.imports: list[str] = []
         self.pool = None
         self.subs: list = []
+        self.done_before = 0  # notebooks a run before this one graded (the bar counts from there)
+        self.unfinished: collections.Counter = collections.Counter()  # (student, assignment) -> n
+        self.to_write: dict = {}  # (student, assignment) -> graded notebooks not yet in autograded/
         self.refused: dict = {}
         self.calibration = None
         self.writer = None
@@ -474,7 +511,9 @@ class GradeRun:
                 if not subs:
                     print(f"no submission matches --{flag} {' '.join(patterns)}", file=sys.stderr)
         if not args.no_gradebook:
-            subs = _autograded_before(subs, course.config, args.force, whole=not args.notebook)
+            kept = _autograded_before(subs, course.config, args.force, whole=not args.notebook)
+            self.done_before = len(subs) - len(kept)
+            subs = kept
         self.subs = subs
         refused = {a: course.unsupported(a) for a in sorted({s.assignment for s in subs})}
         self.refused = {a: p for a, p in refused.items() if p}
@@ -529,7 +568,10 @@ class GradeRun:
 
         subs, args = self.subs, self.args
         by_key = {s.key: s for s in subs}
-        self.bar = report.progress(len(subs), enabled=not args.quiet)
+        self.unfinished = collections.Counter((s.student, s.assignment) for s in subs)
+        self.bar = report.progress(
+            len(subs) + self.done_before, enabled=not args.quiet, initial=self.done_before
+        )
         for sub in subs:
             if sub.status:
                 self.finish(sub, {})
@@ -606,16 +648,30 @@ class GradeRun:
                 self.invariant[1] += float(inv[1])
         if sub.status == "refused":  # not a usable id: no folder, no gradebook entry is made for it
             self.refused_subs.append((sub.student, sub.assignment, sub.notebook))
-            self.bar.update(1)
-            return
-        self.graded.append((sub.student, sub.assignment, sub.notebook))
-        feedback.write(self.out, sub, rows, result)
-        if self.writer is not None:
-            self.writer.record(sub, rows)
-            from autograder.grading.results.gradebook import write_autograded
-
-            write_autograded(self.course.config, sub, rows, result)
+        else:
+            self.graded.append((sub.student, sub.assignment, sub.notebook))
+            feedback.write(self.out, sub, rows, result)
+            if self.writer is not None:
+                self.writer.record(sub, rows)
+                self.to_write.setdefault((sub.student, sub.assignment), []).append(
+                    (sub, rows, result)
+                )
+        self._write_when_whole(sub)
         self.bar.update(1)
+
+    def _write_when_whole(self, sub):
+        """``autograded/<student>/<assignment>/`` once every notebook of that submission is graded
+        and recorded, not before: a run stopped in between leaves no folder, so the next run
+        grades the submission again rather than skipping it as stock would skip an existing
+        folder (:func:`_autograded_before`)."""
+        key = (sub.student, sub.assignment)
+        self.unfinished[key] -= 1
+        if self.unfinished[key] > 0:
+            return
+        from autograder.grading.results.gradebook import write_autograded
+
+        for done, rows, result in self.to_write.pop(key, []):
+            write_autograded(self.course.config, done, rows, result)
 
     # -- after grading ---------------------------------------------------------------
     def write_reports(self):

@@ -392,10 +392,14 @@ def write_autograded(config, sub, rows, result) -> Path | None:
     source = getattr(sub.source, "path", None)
     notebooks = {p.name for p in source.parent.glob("*.ipynb")} if source is not None else set()
     _copy_files(folder, written or [], permissions, skip=notebooks | {f"{sub.notebook}.ipynb"})
+    # written whole or not at all: a run killed here leaves no half notebook that the next run,
+    # seeing the file, would skip as autograded (tests/test_resume.py)
     path = folder / f"{sub.notebook}.ipynb"
-    _replace(path)
-    nbformat.write(nb, path)
-    os.chmod(path, permissions)
+    tmp = folder / f".{sub.notebook}.ipynb.tmp"
+    _replace(tmp)
+    nbformat.write(nb, tmp)
+    os.chmod(tmp, permissions)
+    os.replace(tmp, path)  # over an earlier run's (read-only) file, as stock replaces it
     if config.groupshared:
         _share_with_group(folder, Path(config.autograded))
     return path

@@ -332,11 +332,12 @@ def review_lines(rows) -> list[str]:
     return lines
 
 
-def progress(total: int, enabled=True):
+def progress(total: int, enabled=True, initial: int = 0):
     from tqdm import tqdm
 
     return tqdm(
         total=total,
+        initial=initial,
         unit="notebook",
         desc="grading",
         file=sys.stderr,
