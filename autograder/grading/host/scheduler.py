@@ -14,9 +14,13 @@ Either way :func:`run` submits :func:`grade_task` once per task and calls
 ``on_result(key, result, error)`` in the calling thread as results arrive
 (``concurrent.futures.as_completed``); the executor stays up for the next :func:`run`
 (calibration, then grading) until its ``shutdown()``. A sandbox that dies is restarted and the
-task retried once; a task that fails twice, or whose Dask worker is lost, gets ``error`` set
-(rows with status ``grader-error``). When no local sandbox can start at all, :func:`run`
-raises :class:`WorkerFailure`.
+task retried once; a task that fails twice gets ``error`` set (rows with status
+``grader-error``). A Dask worker that is lost (its machine gone, its process killed) loses
+nothing: the scheduler gives its tasks to another worker (``tests/test_grading.py``: a worker
+killed mid-task, the rows byte for byte the local run's), and a task whose workers die under it
+``distributed.scheduler.allowed-failures`` times (3 by default) ends as ``KilledWorker``: that
+notebook's ``grader-error``, never the run's failure. When no local sandbox can start at all,
+:func:`run` raises :class:`WorkerFailure`.
 """
 
 from __future__ import annotations
