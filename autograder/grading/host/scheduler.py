@@ -17,9 +17,10 @@ Either way :func:`run` submits :func:`grade_task` once per task and calls
 task retried once; a task that fails twice gets ``error`` set (rows with status
 ``grader-error``). A Dask worker that is lost (its machine gone, its process killed) loses
 nothing: the scheduler gives its tasks to another worker (``tests/test_grading.py``: a worker
-killed mid-task, the rows byte for byte the local run's), and a task whose workers die under it
-``distributed.scheduler.allowed-failures`` times (3 by default) ends as ``KilledWorker``: that
-notebook's ``grader-error``, never the run's failure. When no local sandbox can start at all,
+killed mid-task, the rows byte for byte the local run's). By Dask's own rule a task whose
+workers die under it ``distributed.scheduler.allowed-failures`` times (3 by default) ends as
+``KilledWorker``, which :func:`run` makes that notebook's ``grader-error``, never the run's
+failure (not provoked in a test: code in the sandbox cannot kill its worker). When no local sandbox can start at all,
 :func:`run` raises :class:`WorkerFailure`.
 """
 
