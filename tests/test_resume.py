@@ -53,6 +53,28 @@ def _gradebook(root: Path) -> dict:
     return out
 
 
+def _kill_when(command, cwd, log, ready, settle=0.0):
+    """Run ``command`` from ``cwd`` in a session of its own; once ``ready()`` (and ``settle``
+    seconds more), kill the whole session with SIGKILL, as an OOM killer or a reboot would."""
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            command, cwd=cwd, env=env(), stdout=fh, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not ready():
+            assert proc.poll() is None, "it ended before the kill:\n" + explain_log(
+                command, proc.poll(), log
+            )
+            assert time.monotonic() < deadline, explain_log(command, proc.poll(), log)
+            time.sleep(0.05)
+        time.sleep(settle)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def _autograded(root: Path) -> list[Path]:
     return sorted((root / "autograded").glob(f"*/{A}/{A}.ipynb"))
 
@@ -70,24 +92,8 @@ def runs(tmp_path_factory):
     whole = grade(course.root, "--out", base / "out-whole", "--jobs", "1")
     assert whole.returncode == 0, whole
     args = ["--out", base / "out-killed", "--jobs", "1", "--quiet"]
-    log = base / "first.log"
     command = [AUTOGRADER, "grade", *map(str, args)]
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            command, cwd=killed, env=env(), stdout=fh, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 600
-        while len(_autograded(killed)) < 3:
-            assert proc.poll() is None, "it ended before the kill:\n" + explain_log(
-                command, proc.poll(), log
-            )
-            assert time.monotonic() < deadline, explain_log(command, proc.poll(), log)
-            time.sleep(0.05)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the run and its sandboxes, as an OOM killer would
-        proc.wait()
+    _kill_when(command, killed, base / "first.log", lambda: len(_autograded(killed)) >= 3)
     at_kill = len(_autograded(killed))
     # what a kill while writing a notebook in place left (stock, or this grader before it wrote
     # to a temporary file): a notebook cut short
@@ -162,23 +168,8 @@ def two_notebooks(tmp_path_factory):
     grade(root, "--out", root / "warm", "--no-gradebook", "--student", "nobody")  # calibration
     out = root / "out"
     command = [AUTOGRADER, "grade", "--out", str(out), "--jobs", "1", "--timeout", "120"]
-    log = root.parent / "run.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            command, cwd=root, env=env(), stdout=fh, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        while not (out / "feedback" / "stu" / "ps1" / "fast.html").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, explain_log(
-                command, proc.poll(), log
-            )
-            time.sleep(0.05)
-        time.sleep(0.5)  # the first notebook's gradebook entry (written right after its page)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    page = out / "feedback" / "stu" / "ps1" / "fast.html"
+    _kill_when(command, root, root.parent / "run.log", page.exists, settle=0.5)
     return root
 
 

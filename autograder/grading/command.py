@@ -312,22 +312,16 @@ def _autograded_before(subs, config, force: bool, whole: bool):
             keep += group
         else:
             skipped.append(f"{student}/{assignment}")
-    if resumed:
-        names = ", ".join(_printable(k) for k in sorted(resumed)[:20])
-        more = " ..." if len(resumed) > 20 else ""
-        print(
-            f"grading again {len(resumed)} submission(s) whose autograded/ folder holds a "
-            f"notebook cut short (a stopped run's): {names}{more}",
-            file=sys.stderr,
-        )
-    if skipped:
-        names = ", ".join(_printable(k) for k in sorted(skipped)[:20])
-        more = " ..." if len(skipped) > 20 else ""
-        print(
-            f"skipping {len(skipped)} submission(s) autograded before (their autograded/ folder "
-            f"exists and timestamp.txt is not newer; --force grades them again): {names}{more}",
-            file=sys.stderr,
-        )
+    for keys, what in (
+        (resumed, "grading again {n} submission(s) whose autograded/ folder holds a notebook cut "
+         "short (a stopped run's)"),
+        (skipped, "skipping {n} submission(s) autograded before (their autograded/ folder exists "
+         "and timestamp.txt is not newer; --force grades them again)"),
+    ):  # fmt: skip
+        if keys:
+            names = ", ".join(_printable(k) for k in sorted(keys)[:20])
+            more = " ..." if len(keys) > 20 else ""
+            print(f"{what.format(n=len(keys))}: {names}{more}", file=sys.stderr)
     return keep
 
 
