@@ -621,12 +621,14 @@ def test_gradebook_feeds_nbgrader_export(honest):
             assert (course.root / "autograded" / "solution" / a / f"{nb}.ipynb").exists()
 
 
-def test_dask_workers_that_share_nothing_and_one_killed_mid_run(honest, tmp_path):
-    """Two Dask workers as on other machines: each in a private mount namespace whose /tmp is
-    empty, so the course, its gradebook and the instructor's output folder do not exist there
-    (checked from inside); the tasks carry what they grade. One is killed (SIGKILL, as a lost
+def test_dask_workers_that_share_nothing_and_one_killed_mid_run(honest, tmp_path, tmp_path_factory):
+    """Two Dask workers as on other machines: each in a private mount namespace where the test
+    session's temporary folder (the course, its gradebook, the instructor's output folder) is an
+    empty tmpfs, so none of them exists there (checked from inside); the tasks carry what they
+    grade. One is killed (SIGKILL, as a lost
     machine) while it holds a task: the scheduler gives its tasks to the other, and the rows are
     still the local run's, byte for byte, each once (issue 40, items 2 and 3)."""
+    import shlex
     import subprocess
     import time
 
@@ -634,7 +636,8 @@ def test_dask_workers_that_share_nothing_and_one_killed_mid_run(honest, tmp_path
 
     assignment = "01_relu_inplace"
     course = honest["course"].root
-    assert str(course).startswith("/tmp/") and str(tmp_path).startswith("/tmp/")
+    hidden = tmp_path_factory.getbasetemp()  # this worker's: the course and tmp_path are in it
+    assert hidden in course.parents and hidden in tmp_path.parents
     workers = []
     with (
         LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=":0") as cluster,
@@ -649,7 +652,7 @@ def test_dask_workers_that_share_nothing_and_one_killed_mid_run(honest, tmp_path
             # own, as bubblewrap makes them (checked both ways on 2026-11-29)
             userns = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
             isolate = ["unshare", *userns, "--mount", "--propagation", "private", "sh", "-c",
-                       'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$@"', "sh"]  # fmt: skip
+                       f'mount -t tmpfs tmpfs {shlex.quote(str(hidden))} && exec "$@"', "sh"]  # fmt: skip
             log = open(tmp_path / f"worker-{i}.log", "wb")
             workers.append(
                 subprocess.Popen([*isolate, *worker], stdout=log, stderr=subprocess.STDOUT)
