@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -94,29 +95,35 @@ def not_usable_by_others() -> list[Path]:
 
 
 def python_paths() -> set[Path]:
-    return {Path(os.path.realpath(p)) for p in (sys.base_prefix, sys.prefix)}
+    """What an account needs to run this project's Python: the base installation, the venv, and
+    this checkout (the venv's editable install imports ``autograder`` from it)."""
+    from autograder.course import REPO
+
+    return {Path(os.path.realpath(p)) for p in (sys.base_prefix, sys.prefix, REPO)}
 
 
 def reveal(blocked: list[Path], stage: Path) -> list[str]:
     """A command prefix that runs what follows in a private mount namespace where each blocked
-    folder is an empty tmpfs (mode 755) holding only this Python's installation, bound back at
-    its own path. On a machine where the interpreter lives in root's home (pyenv in /root, mode
-    700, as on this project's CI) the accounts could not run it otherwise; what the test checks -
-    the exchange, the service's output, the homes - is untouched by it: nothing but the Python
-    installation is bound, read-only, and nothing leaves the namespace."""
+    folder is an empty tmpfs (mode 755) holding only what :func:`python_paths` names, bound back
+    read-only at its own path. On a machine where the interpreter lives in root's home (pyenv in
+    /root, mode 700, as on this project's CI), or the checkout in a private temporary folder (a
+    fresh clone under `mkdtemp`), the accounts could not run it otherwise; what the test checks -
+    the exchange, the service's output, the homes - is untouched by it, and nothing leaves the
+    namespace."""
     if not blocked:
         return []
+    q = shlex.quote
     lines = ["set -e"]
     shown = sorted(p for p in python_paths() if any(b in p.parents or b == p for b in blocked))
     for i, path in enumerate(shown):
         (stage / str(i)).mkdir(mode=0o755, exist_ok=True)
-        lines.append(f"mount --bind {path} {stage / str(i)}")
-    lines += [f"mount -t tmpfs -o mode=755 tmpfs {folder}" for folder in blocked]
+        lines.append(f"mount --bind {q(str(path))} {q(str(stage / str(i)))}")
+    lines += [f"mount -t tmpfs -o mode=755 tmpfs {q(str(folder))}" for folder in blocked]
     for i, path in enumerate(shown):
         lines += [
-            f"mkdir -p {path}",
-            f"mount --bind {stage / str(i)} {path}",
-            f"mount -o remount,bind,ro {path}",
+            f"mkdir -p {q(str(path))}",
+            f"mount --bind {q(str(stage / str(i)))} {q(str(path))}",
+            f"mount -o remount,bind,ro {q(str(path))}",
         ]
     lines.append('exec "$@"')
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines), "sh"]
