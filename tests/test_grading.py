@@ -625,9 +625,9 @@ def test_dask_workers_that_share_nothing_and_one_killed_mid_run(honest, tmp_path
     """Two Dask workers as on other machines: each in a private mount namespace where the test
     session's temporary folder (the course, its gradebook, the instructor's output folder) is an
     empty tmpfs, so none of them exists there (checked from inside); the tasks carry what they
-    grade. One is killed (SIGKILL, as a lost
-    machine) while it holds a task: the scheduler gives its tasks to the other, and the rows are
-    still the local run's, byte for byte, each once (issue 40, items 2 and 3)."""
+    grade. One is killed (SIGKILL, as a lost machine) while it holds a task: the scheduler gives
+    its tasks to the other, and the rows are still the local run's, byte for byte, each once
+    (issue 40, items 2 and 3)."""
     import shlex
     import subprocess
     import time

@@ -3,9 +3,10 @@ of ``autograder serve`` (``tests/test_serve_multiuser.py``: an instructor and tw
 ``make bench-serve`` (the service as an instructor, never root). Making them needs root.
 
 Each account's commands run through ``setpriv`` (its uid, gid and groups, no capabilities).
-Where this Python lives in a folder other accounts may not enter (pyenv's under ``/root``,
-mode 700), they run in a private mount namespace that shows them that Python's installation
-alone, read-only (:func:`reveal`); everything else they touch is the machine's own.
+Where this Python or this checkout lives in a folder other accounts may not enter (pyenv's
+under ``/root``, mode 700; a clone under a private temporary folder), they run in a private
+mount namespace that shows them those alone, read-only (:func:`reveal`); everything else they
+touch is the machine's own.
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ class Account:
 
 
 def not_usable_by_others() -> list[Path]:
-    """Folders on the way to this Python (the venv's interpreter, its base installation) that
-    another account may not enter."""
+    """Folders on the way to what :func:`python_paths` names that another account may not
+    enter."""
     import stat
 
     blocked = []

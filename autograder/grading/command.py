@@ -273,8 +273,9 @@ def _autograded_before(subs, config, force: bool, whole: bool):
     meaning (nbgrader's test_filter_notebook: removed by hand, not graded again): this grader
     makes ``dest`` only once every notebook of the submission is graded and recorded
     (:meth:`GradeRun.finish`), so a stopped run never leaves a submission's notebooks half graded
-    behind an existing ``dest`` (tests/test_resume.py). nbgrader's own tests (tests/test_nbgrader_suite.py: test_force,
-    test_filter_notebook, test_update_newer ...) pin each branch."""
+    behind an existing ``dest`` (tests/test_resume.py). nbgrader's own tests
+    (tests/test_nbgrader_suite.py: test_force, test_filter_notebook, test_update_newer ...) pin
+    each branch."""
     import shutil
 
     from autograder.grading.intake.collect import read_timestamp

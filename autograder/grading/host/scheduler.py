@@ -20,8 +20,8 @@ nothing: the scheduler gives its tasks to another worker (``tests/test_grading.p
 killed mid-task, the rows byte for byte the local run's). By Dask's own rule a task whose
 workers die under it ``distributed.scheduler.allowed-failures`` times (3 by default) ends as
 ``KilledWorker``, which :func:`run` makes that notebook's ``grader-error``, never the run's
-failure (not provoked in a test: code in the sandbox cannot kill its worker). When no local sandbox can start at all,
-:func:`run` raises :class:`WorkerFailure`.
+failure (not provoked in a test: code in the sandbox cannot kill its worker). When no local
+sandbox can start at all, :func:`run` raises :class:`WorkerFailure`.
 """
 
 from __future__ import annotations
