@@ -167,6 +167,25 @@ def test_csv_has_exactly_the_columns_and_every_submission_its_rows(hostile):
         )  # also: no row for a student's fake test cell
 
 
+def test_a_loop_costs_the_judge_a_tenth_of_its_limit(hostile):
+    """A test one kernel ran past the limit on (``infinite-loop``: every ``test_modifies_in_place*``
+    loops) is run by the judge after it, under a tenth of the limit (at least 1 s): loops cost a
+    class their limit once, as in stock, not twice; the score is one kernel's 0 either way."""
+    from autograder.grading.host.supervisor import after_kernel_limit
+
+    assert after_kernel_limit(4) == 1 and after_kernel_limit(120) == 12
+    assert after_kernel_limit(0.5) == 0.5  # never longer than the limit
+    rows = [
+        r
+        for r in hostile["rows"]
+        if r["student"] == "infinite-loop" and r["grade_id"].startswith("test_modifies_in_place")
+    ]
+    assert rows and all(r["status"] == "timeout" and r["score"] == "0" for r in rows), rows
+    assert all("checked again here for 1 s" in r["judge_reason"] for r in rows), rows
+    again = [r for r in hostile["rows"] if "checked again" in r["judge_reason"]]
+    assert all(r["kernel_score"] == "0" and r["status"] == "timeout" for r in again), again
+
+
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_submission(case, hostile, stock_grades):
     check_case(case, hostile["rows"], hostile["course"], stock_grades)

@@ -126,6 +126,35 @@ def test_one_notebook_warms_one_sandbox(monkeypatch):
     assert sorted(k for k, _, _ in got) == ["0", "1"] and len(made) == 1
 
 
+def test_a_follow_up_task_runs_ahead_of_the_tasks_waiting(monkeypatch):
+    """What ``on_result`` returns (a notebook's judge run, once one kernel's is in) is graded
+    next, before the notebooks still waiting, and comes back through ``on_result`` too."""
+
+    class Slow(FakeSupervisor):  # a task takes long enough for its result to come back first
+        def grade(self, task):
+            time.sleep(0.2)
+            return super().grade(task)
+
+    gate = threading.Event()
+    made = _with(monkeypatch, lambda n: Slow(gate=gate))
+    got = []
+
+    def on_result(key, result, error):
+        got.append(key)
+        return [(key + "+judge", {"id": key + "+judge"})] if "+" not in key else None
+
+    with scheduler.LocalExecutor(1, Options()) as pool:
+        tasks = [(str(i), {"id": str(i)}) for i in range(4)]
+        gate.set()
+        scheduler.run(pool, tasks, on_result, Options())
+    assert sorted(got) == sorted([*"0123", *(f"{i}+judge" for i in range(4))])
+    order = made[0].graded
+    # one lane: each notebook's second run right after its first, once its first came back (the
+    # next notebook may already have been taken by then: at most one ahead)
+    for i in range(4):
+        assert order.index(f"{i}+judge") <= order.index(str(i)) + 2, order
+
+
 def test_no_sandbox_starting_is_a_worker_failure(monkeypatch):
     _with(monkeypatch, lambda n: FakeSupervisor(fail_start=1))
     with scheduler.LocalExecutor(2, Options()) as pool:

@@ -263,6 +263,24 @@ class Calibration:
             out[JUDGE_RUN] = dict(task, written="end")
         return out
 
+    def after_kernel(self, sub, judge_task: dict, kernel) -> dict:
+        """``judge_task`` (from :meth:`tasks`) to run after one kernel's run of ``sub`` gave
+        ``kernel`` (its result, or None): the tests one kernel ran past the time limit on are
+        marked (``kernel_timeouts``): the judge runs them under a shorter limit
+        (:func:`autograder.grading.host.supervisor.after_kernel_limit`). No score changes: one
+        kernel's counts by default, and its 0 stands; the judge's verdict there can only reveal a
+        difference, which a shorter run still reveals unless the test needs longer. Untrusted
+        data (the student's process) can only shorten the judge's runs of its own tests."""
+        if not isinstance(kernel, dict) or self.mode(sub) == KERNEL:
+            return judge_task
+        tests = kernel_result(sub, kernel).get("tests")
+        ks = [
+            k
+            for k, t in enumerate(tests if isinstance(tests, list) else ())
+            if isinstance(t, dict) and t.get("status") == "timeout"
+        ]
+        return dict(judge_task, kernel_timeouts=ks) if ks else judge_task
+
     def rows(self, sub, runs: dict):
         """``(rows, shown)``: the merged rows of one notebook (``runs``: run -> ``(result,
         error)``, the runs of :meth:`tasks`), and the result whose cells a student may see (the

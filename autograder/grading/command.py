@@ -165,6 +165,14 @@ def add_parser(subparsers):
         help="nbgrader's flag, refused: a notebook is always run (scores taken from the outputs "
         "saved in a student's file would be whatever the file says)",
     )
+    p.add_argument(
+        "--timings",
+        type=Path,
+        metavar="FILE",
+        help="write where the time went to this JSON file: each notebook's runs (one kernel's, "
+        "the judge's) with their sandbox seconds and timeouts, and the gradebook's writes "
+        "(make bench-scale reads it)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run, nbgrader_options=[])
     p.epilog = (
@@ -236,6 +244,7 @@ def _steps(grade) -> int:
         print(f"autograder grade: the sandbox could not start:\n{exc}", file=sys.stderr)
         return 2
     grade.write_reports()  # grades.csv, the summary, review.txt
+    grade.write_timings()  # --timings FILE
     return grade.exit_status()
 
 
@@ -352,6 +361,7 @@ class GradeRun:
         # open and a sandbox ready (warm, its judge too)
         self.dropped: dict = {}  # key -> test-owned names the student's code wrote (dropped)
         self.invariant = [0, 0.0]  # the judge's checks after each call: count, seconds
+        self.timings: list = []  # --timings: [student, assignment, notebook, run, s, timeouts]
         self.settled: dict = {}  # OUT/settled.csv (verdicts.settled)
         self.graded: list = []  # (student, assignment, notebook) of every notebook graded
         self.refused_subs: list = []  # (student, assignment, notebook) of every one refused
@@ -570,23 +580,33 @@ class GradeRun:
         for sub in subs:
             if sub.status:
                 self.finish(sub, {})
-        # two runs per notebook (grading.verdicts): one kernel's and the judge's, merged when both
-        # are in
+        # two runs per notebook (grading.verdicts): one kernel's, then the judge's (ahead of the
+        # notebooks waiting: Calibration.after_kernel), merged when both are in
+        from autograder.grading.calibrate import JUDGE_RUN, KERNEL_RUN
+
         runs: dict = {}
         tasks = []
+        later: dict = {}  # notebook -> the judge's task, sent when one kernel's result is in
         for s in subs:
             if s.status:
                 continue
             kinds = self.calibration.tasks(s, self.limits, self.imports)
             runs[s.key] = (set(kinds), {})
+            if JUDGE_RUN in kinds:
+                later[s.key] = kinds.pop(JUDGE_RUN)
             tasks.extend(((s.key, kind), task) for kind, task in kinds.items())
 
         def on_result(key, result, error):
             key, kind = key
             want, got = runs[key]
             got[kind] = (result, error)
+            self._time(by_key[key], kind, result)
+            if kind == KERNEL_RUN and key in later:
+                task = self.calibration.after_kernel(by_key[key], later.pop(key), result)
+                return [((key, JUDGE_RUN), task)]
             if set(got) == want:
                 self.finish(by_key[key], got)
+            return None
 
         try:
             if tasks:
@@ -609,6 +629,23 @@ class GradeRun:
             if self.writer is not None:
                 self.writer.close()
         self.bar.close()
+
+    def _time(self, sub, kind, result):
+        """One run's sandbox seconds and timeouts, for ``--timings`` (the host's own clock:
+        :meth:`Supervisor.grade` measures it; the test statuses are the run's rows)."""
+        if getattr(self.args, "timings", None) is None:
+            return
+        seconds, timeouts = None, 0
+        if isinstance(result, dict):
+            if isinstance(result.get("seconds"), (int, float)):
+                seconds = float(result["seconds"])
+            tests = result.get("tests")
+            cells = result.get("cells")
+            for t in (tests if isinstance(tests, list) else []) + (
+                cells if isinstance(cells, list) else []
+            ):
+                timeouts += isinstance(t, dict) and t.get("status") == "timeout"
+        self.timings.append([sub.student, sub.assignment, sub.notebook, kind, seconds, timeouts])
 
     def finish(self, sub, runs):
         """One notebook's result (``runs``: run -> ``(result, error)``, the runs of
@@ -720,6 +757,28 @@ class GradeRun:
         print(
             f"wrote {out / 'grades.csv'} and {out / 'feedback'}"
             + ("" if self.args.no_gradebook else f"; gradebook {self.course.config.gradebook_url}")
+        )
+
+    def write_timings(self):
+        """``--timings FILE``: where the time went (``make bench-scale``)."""
+        import json
+
+        path = getattr(self.args, "timings", None)
+        if path is None:
+            return
+        writer = self.writer
+        path.write_text(
+            json.dumps(
+                {
+                    "seconds": round(time.monotonic() - self.started, 3),
+                    "startup": round(self.startup, 3),
+                    "runs": self.timings,
+                    "gradebook": {
+                        "writes": getattr(writer, "writes", 0),
+                        "seconds": round(getattr(writer, "seconds", 0.0), 3),
+                    },
+                }
+            )
         )
 
     def exit_status(self) -> int:

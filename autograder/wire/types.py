@@ -122,6 +122,9 @@ class TaskFrame(TypedDict, total=False):
     imports: list[str]
     exports: list[str]  # builtin names the assignment asks the student to define
     written: str | None  # when to take the files the notebook wrote: "end", "before-tests", None
+    # the judge's run after one kernel's (autograder grade): the tests one kernel ran past the
+    # time limit on, which the judge runs under a shorter one (host.supervisor.after_kernel_limit)
+    kernel_timeouts: list[int]
 
 
 class TestResult(TypedDict, total=False):

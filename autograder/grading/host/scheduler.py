@@ -74,11 +74,21 @@ class LocalExecutor(cf.Executor):
         return len(self._lanes)
 
     def submit(self, fn, /, *args, **kwargs):
+        return self._submit(False, fn, args, kwargs)
+
+    def submit_first(self, fn, /, *args, **kwargs):
+        """:meth:`submit`, ahead of every task waiting."""
+        return self._submit(True, fn, args, kwargs)
+
+    def _submit(self, first, fn, args, kwargs):
         future: cf.Future = cf.Future()
         with self._cond:
             if self._closed:
                 raise RuntimeError("cannot submit after shutdown")
-            self._pending.append((future, fn, args, kwargs))
+            if first:
+                self._pending.appendleft((future, fn, args, kwargs))
+            else:
+                self._pending.append((future, fn, args, kwargs))
             if self.lanes < self.jobs and len(self._pending) > self.LANE_BACKLOG * self.lanes:
                 self._add_lane()
             self._cond.notify()
@@ -157,6 +167,12 @@ class DaskExecutor(cf.Executor):
     def submit(self, fn, /, *args, **kwargs):
         return self._executor.submit(fn, *args, **kwargs)
 
+    def submit_first(self, fn, /, *args, **kwargs):
+        """:meth:`submit`, ahead of the tasks waiting (Dask's ``priority``: the executor passes
+        keywords on to ``Client.submit``, so ``fn`` takes positional arguments only here)."""
+        assert not kwargs, "positional arguments only"
+        return self._executor.submit(fn, *args, priority=1)
+
     def shutdown(self, wait=True, *, cancel_futures=False):
         try:
             self._executor.shutdown(wait=wait)
@@ -170,7 +186,8 @@ class DaskExecutor(cf.Executor):
 
 def run(executor: cf.Executor, tasks, on_result, options: Options):
     """Grade ``tasks`` (``[(key, task)]``) on ``executor``; ``on_result(key, result, error)``
-    in this thread as each arrives."""
+    in this thread as each arrives. What ``on_result`` returns (``[(key, task)]``, or None) is
+    graded too, ahead of the tasks still waiting (a notebook's second run, once its first is in)."""
     futures = {executor.submit(grade_task, task, options): key for key, task in tasks}
     if isinstance(executor, LocalExecutor):
         try:
@@ -179,14 +196,19 @@ def run(executor: cf.Executor, tasks, on_result, options: Options):
             for f in futures:
                 f.cancel()
             raise
-    for future in cf.as_completed(futures):
-        key = futures[future]
-        try:
-            out = future.result()
-        except Exception:  # noqa: BLE001 - a lost Dask worker: the task is reported as failed
-            on_result(key, None, traceback.format_exc())
-        else:
-            on_result(key, out["result"], out["error"])
+    first = getattr(executor, "submit_first", executor.submit)
+    while futures:
+        done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
+        for future in done:
+            key = futures.pop(future)
+            try:
+                out = future.result()
+            except Exception:  # noqa: BLE001 - a lost Dask worker: the task is reported as failed
+                more = on_result(key, None, traceback.format_exc())
+            else:
+                more = on_result(key, out["result"], out["error"])
+            for k, task in more or ():
+                futures[first(grade_task, task, options)] = k
 
 
 def grade_with_retry(worker, task):

@@ -46,6 +46,21 @@ from autograder.wire.types import LimitsFrame, Options, ResultFrame, TaskFrame
 
 STARTUP_TIMEOUT = 600
 GRACE = 5.0  # seconds the judge gets to finish a test after the student's process was stopped
+# a test one kernel ran past its limit (a task's "kernel_timeouts", when the judge's run follows
+# one kernel's: autograder grade) gets this share of the limit in the judge, at least
+# AFTER_KERNEL_MIN seconds: the judge's verdict there can only reveal a difference (a pass one
+# kernel did not give), and a loop would otherwise cost the class its limit twice
+AFTER_KERNEL_SHARE = 0.1
+AFTER_KERNEL_MIN = 1.0
+AFTER_KERNEL_TEXT = (
+    "the call into student code ran past the time limit and was stopped (graded in one kernel, "
+    "the test ran past its limit; checked again here for {:g} s)"
+)
+
+
+def after_kernel_limit(timeout: float) -> float:
+    """The judge's limit for a test one kernel ran past ``timeout`` on."""
+    return min(timeout, max(AFTER_KERNEL_MIN, timeout * AFTER_KERNEL_SHARE))
 
 
 def _log_tail(path: Path, n: int = 3000) -> str:
@@ -542,6 +557,8 @@ class _NotebookRun:
             pace_load=self.pace.pinned,
         )
         self.timeout = float(self.limits["timeout"])
+        ks = task.get("kernel_timeouts")
+        self.after_kernel = {k for k in ks if type(k) is int} if type(ks) is list else set()
         self.start = time.monotonic()
         self.wall = self.start + float(self.limits["wall"])
         self.tests = {}
@@ -645,7 +662,10 @@ class _NotebookRun:
             if not self.test_process:
                 self.z.send({"op": "more-tests"})
                 self.test_process = True
-            self.tests[k] = self._run_test(k)
+            verdict = self._run_test(k)
+            if k in self.after_kernel and verdict.get("status") == "timeout":
+                verdict["message"] = AFTER_KERNEL_TEXT.format(after_kernel_limit(self.timeout))
+            self.tests[k] = verdict
 
     def _left(self, budget, extra=0.0):
         """Seconds left to a test: its limit at the pace's rate, and the notebook's wall limit."""
@@ -659,7 +679,8 @@ class _NotebookRun:
     def _run_test(self, k):
         if self.kernel is not None:  # the judge cannot carry this notebook: not confirmed
             return {"passed": False, "status": NEEDS_KERNEL, "message": self.kernel}
-        deadline = Budget(self.timeout, self.pace)
+        limit = after_kernel_limit(self.timeout) if k in self.after_kernel else self.timeout
+        deadline = Budget(limit, self.pace)
         names, restored, status, dtype, complete = None, [], None, None, True
         seq = next(self.sup.seq)
         self.z.send({"op": "begin", "seq": seq})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -40,6 +41,8 @@ class GradebookWriter:
         self.late_plugin = late_plugin  # config.CourseConfig.late_plugin
         self.settings = settings  # the course's nbgrader settings (traitlets Config): release stubs
         self._released: dict = {}
+        self.writes = 0  # notebooks recorded, and the seconds it took (autograder grade --timings)
+        self.seconds = 0.0
         # (student, assignment, notebook) -> (seconds late, penalty or None): each late notebook
         self.late: dict = {}
 
@@ -128,9 +131,12 @@ class GradebookWriter:
         # printed in the middle of the progress bar
         from sqlalchemy.exc import SAWarning
 
+        start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SAWarning)
             self._record(sub, rows)
+        self.writes += 1
+        self.seconds += time.perf_counter() - start
 
     def _record(self, sub, rows) -> None:
         from nbgrader.api import MissingEntry
