@@ -28,7 +28,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/00_start_here.ipynb
 LAB_ROOT ?= $(CURDIR)
 
-.PHONY: bench-report bench-serve fuzz lab test test-fast test-under-load lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
+.PHONY: bench-report bench-scale bench-serve fuzz lab test test-fast test-under-load lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
@@ -44,6 +44,7 @@ help:
 	@echo "make lock     - rewrite requirements.lock from the installed .venv"
 	@echo "make fuzz     - differential fuzz vs stock nbgrader (FUZZ_ARGS=--n 50 --seed 1), report in artifacts/fuzz/"
 	@echo "make bench    - autograder grade vs stock nbgrader autograde on N submissions (BENCH_ARGS=--n 60)"
+	@echo "make bench-scale - autograder grade on 60, 600 and 3,000 submissions, 5% looping (SCALE_ARGS=...)"
 	@echo "make bench-report - autograder report on a synthetic class of 4,000 notebooks (REPORT_BENCH_ARGS=...)"
 	@echo "make bench-serve - autograder serve: submit-to-feedback p50/p95, a burst, kill -9 mid-burst"
 
@@ -127,6 +128,9 @@ bench: $(STAMP)
 	$(BIN)/python -m autograder.authoring.bench $(BENCH_ARGS)
 
 REPORT_BENCH_ARGS ?= --notebooks 4000
+bench-scale: $(STAMP)
+	$(BIN)/python -m autograder.authoring.bench_scale $(SCALE_ARGS)
+
 bench-report: $(STAMP)
 	$(BIN)/python -m autograder.authoring.bench_report $(REPORT_BENCH_ARGS)
 
