@@ -179,3 +179,48 @@ def test_a_dying_sandbox_is_retried_once_then_reported(monkeypatch):
         got = dict((k, (r, e)) for k, r, e in _run(pool, 2))
     assert got["0"][0] is None and "the sandbox died" in got["0"][1]  # failed twice
     assert got["1"][1] is None and got["1"][0]["id"] == "1"  # the third failure, then a result
+
+
+@pytest.mark.slow
+def test_a_task_that_kills_every_worker_it_lands_on_ends_as_its_own_error(monkeypatch):
+    """A task whose worker dies under it every time (``os._exit`` in the worker: what a notebook
+    that could kill its worker would do; the sandbox keeps real ones from it) ends as that
+    task's error (``KilledWorker``: the notebook's ``grader-error``) after a bounded number of
+    deaths; every other task comes back graded, those Dask gave up on only because they were
+    queued on a dying worker beside it included (run again alone), and the run does not fail."""
+    import os
+
+    import dask
+    from distributed import LocalCluster
+
+    def grade_task(task, options):  # (pickled by value: it runs in the workers' processes)
+        if task["id"] == "killer":
+            os._exit(1)
+        return {"result": {"id": task["id"]}, "error": None}
+
+    monkeypatch.setattr(scheduler, "grade_task", grade_task)
+    tries = 1
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": tries}),
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0"
+        ) as cluster,
+    ):
+        pool = scheduler.DaskExecutor(cluster.scheduler_address)
+        try:
+            got = {}
+
+            def on_result(key, result, error):
+                got[key] = (result, error)
+
+            tasks = [(k, {"id": k}) for k in ("a", "killer", "b", "c")]
+            scheduler.run(pool, tasks, on_result, Options())
+            pool.client.wait_for_workers(2, timeout=60)  # the nannies' restarts done: then close
+        finally:
+            pool.client.close()
+    assert {k: r for k, (r, e) in got.items() if e is None} == {
+        k: {"id": k} for k in ("a", "b", "c")
+    }
+    result, error = got["killer"]
+    assert result is None and "KilledWorker" in error, error
+    assert f"on {tries + 1} different workers" in error, error  # Dask's count, then not again

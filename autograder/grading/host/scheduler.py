@@ -11,16 +11,18 @@
   code, the instructor's tests, the limits.
 
 Either way :func:`run` submits :func:`grade_task` once per task and calls
-``on_result(key, result, error)`` in the calling thread as results arrive
-(``concurrent.futures.as_completed``); the executor stays up for the next :func:`run`
+``on_result(key, result, error)`` in the calling thread as results arrive (and grades what
+it returns next: a notebook's judge run once one kernel's is in); the executor stays up for the next :func:`run`
 (calibration, then grading) until its ``shutdown()``. A sandbox that dies is restarted and the
 task retried once; a task that fails twice gets ``error`` set (rows with status
 ``grader-error``). A Dask worker that is lost (its machine gone, its process killed) loses
 nothing: the scheduler gives its tasks to another worker (``tests/test_grading.py``: a worker
 killed mid-task, the rows byte for byte the local run's). By Dask's own rule a task whose
-workers die under it ``distributed.scheduler.allowed-failures`` times (3 by default) ends as
-``KilledWorker``, which :func:`run` makes that notebook's ``grader-error``, never the run's
-failure (not provoked in a test: code in the sandbox cannot kill its worker). When no local
+workers die under it more than ``distributed.scheduler.allowed-failures`` times (3 by default)
+ends as ``KilledWorker``; Dask counts every task on the dying worker, so one queued beside the
+culprit can end so too: :func:`run` runs each such task once more, alone, at the end, and what
+kills its worker then is that notebook's ``grader-error``, never the run's failure
+(``tests/test_scheduler.py``: a task that kills every worker it lands on). When no local
 sandbox can start at all, :func:`run` raises :class:`WorkerFailure`.
 """
 
@@ -187,8 +189,20 @@ class DaskExecutor(cf.Executor):
 def run(executor: cf.Executor, tasks, on_result, options: Options):
     """Grade ``tasks`` (``[(key, task)]``) on ``executor``; ``on_result(key, result, error)``
     in this thread as each arrives. What ``on_result`` returns (``[(key, task)]``, or None) is
-    graded too, ahead of the tasks still waiting (a notebook's second run, once its first is in)."""
-    futures = {executor.submit(grade_task, task, options): key for key, task in tasks}
+    graded too, ahead of the tasks still waiting (a notebook's second run, once its first is in).
+
+    A task that Dask gives up on because workers died under it (``KilledWorker``, after
+    ``distributed.scheduler.allowed-failures`` deaths) may only have been queued beside the task
+    that killed them: Dask counts every task on a dying worker. So it is run once more, alone,
+    after everything else; what kills its worker then is that task's own error."""
+    first = getattr(executor, "submit_first", executor.submit)
+    futures: dict = {}  # future -> (key, task)
+
+    def submit(key, task, ahead):
+        futures[(first if ahead else executor.submit)(grade_task, task, options)] = (key, task)
+
+    for key, task in tasks:
+        submit(key, task, False)
     if isinstance(executor, LocalExecutor):
         try:
             executor.check_started()
@@ -196,19 +210,27 @@ def run(executor: cf.Executor, tasks, on_result, options: Options):
             for f in futures:
                 f.cancel()
             raise
-    first = getattr(executor, "submit_first", executor.submit)
-    while futures:
+    alone: list = []  # tasks workers died under: once more, one at a time, at the end
+    tried_alone: set = set()
+    while futures or alone:
+        if not futures:
+            key, task = alone.pop(0)
+            tried_alone.add(key)
+            submit(key, task, True)
         done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
         for future in done:
-            key = futures.pop(future)
+            key, task = futures.pop(future)
             try:
                 out = future.result()
-            except Exception:  # noqa: BLE001 - a lost Dask worker: the task is reported as failed
+            except Exception as exc:  # noqa: BLE001 - a lost Dask worker: the task is reported as failed
+                if type(exc).__name__ == "KilledWorker" and key not in tried_alone:
+                    alone.append((key, task))
+                    continue
                 more = on_result(key, None, traceback.format_exc())
             else:
                 more = on_result(key, out["result"], out["error"])
-            for k, task in more or ():
-                futures[first(grade_task, task, options)] = k
+            for k, t in more or ():
+                submit(k, t, True)
 
 
 def grade_with_retry(worker, task):
