@@ -58,6 +58,23 @@ def pool():
     return out
 
 
+def grade_command(course: TempCourse, out: Path, jobs: int, *extra: str) -> list[str]:
+    """``autograder grade`` of ``course``'s whole class into ``out``, without a progress bar."""
+    return [
+        str(Path(sys.executable).with_name("autograder")),
+        "grade",
+        str(course.root / "submitted"),
+        "--out",
+        str(out),
+        "--course",
+        str(course.root),
+        "--jobs",
+        str(jobs),
+        *extra,
+        "--quiet",
+    ]
+
+
 def populate(course: TempCourse, n: int):
     items = pool()
     for i in range(n):
@@ -89,19 +106,8 @@ def main(argv=None) -> int:
     ours.generate()
     populate(ours, args.n)
     out = root / "out"
-    cmd = [
-        str(Path(sys.executable).with_name("autograder")),
-        "grade",
-        str(ours.root / "submitted"),
-        "--out",
-        str(out),
-        "--course",
-        str(ours.root),
-        "--jobs",
-        str(args.jobs),
-        "--force",  # each timed run grades every notebook again (nbgrader's skip-if-graded off)
-        "--quiet",
-    ]
+    # --force: each timed run grades every notebook again (nbgrader's skip-if-graded off)
+    cmd = grade_command(ours, out, args.jobs, "--force")
 
     env = dict(os.environ, AUTOGRADER_CACHE=str(root / "cache"))
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.authoring.bench import pool
+from autograder.authoring.bench import grade_command, pool
 from autograder.course import SOLUTIONS, TempCourse
 from autograder.procs import explain
 
@@ -131,20 +131,7 @@ def grade(course: TempCourse, out: Path, jobs: int, env: dict) -> dict:
     import subprocess
 
     timings = out.parent / "timings.json"
-    cmd = [
-        str(Path(sys.executable).with_name("autograder")),
-        "grade",
-        str(course.root / "submitted"),
-        "--out",
-        str(out),
-        "--course",
-        str(course.root),
-        "--jobs",
-        str(jobs),
-        "--timings",
-        str(timings),
-        "--quiet",
-    ]
+    cmd = grade_command(course, out, jobs, "--timings", str(timings))
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = PeakRSS(proc.pid)
