@@ -49,9 +49,11 @@ WORDS_PER_MINUTE = 110
 CODE_LINES_PER_MINUTE = 6
 PREDICT_MINUTES = 1.5
 FIGURE_MINUTES = 1.0
-# the goal (issue 38): each core at most 60 honest minutes; the cores measured 69-84 min at these
-# rates until 2026-11-29, when what does not carry a lesson's answer was trimmed or marked optional
-CORE_LIMIT_MINUTES = 60
+# a ratchet, not the goal (issue 38: each core at most 60 honest minutes): the cores measured 69-84
+# min at these rates until 2026-11-29, when what does not carry a lesson's answer was trimmed or
+# marked optional; lessons 2-4 are within 60, lesson 1 at 67.5 because the review's N12 asks that
+# its LeakyReLU evidence (§4.3's first three cells) be core
+CORE_LIMIT_MINUTES = 68
 CORE_GOAL_MINUTES = 60
 # writing and checking each exercise's answers: the authors' estimate (minutes), not measured
 WORK_MINUTES = {
