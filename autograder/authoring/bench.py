@@ -75,6 +75,26 @@ def grade_command(course: TempCourse, out: Path, jobs: int, *extra: str) -> list
     ]
 
 
+def grade_scores(out: Path) -> dict:
+    """``{(assignment, student, notebook, grade_id): score}`` from ``out/grades.csv``."""
+    with open(out / "grades.csv", newline="") as fh:
+        return {
+            (r["assignment"], r["student"], r["notebook"], r["grade_id"]): float(r["score"])
+            for r in csv.DictReader(fh)
+        }
+
+
+def gradebook_scores(course: TempCourse) -> dict:
+    """The same keys from ``course``'s nbgrader gradebook (what stock recorded)."""
+    return {
+        (a, student, nb, gid): score
+        for a in course.assignments
+        for student, nbs in course.scores(a).items()
+        for nb, grades in nbs.items()
+        for gid, (score, _) in grades.items()
+    }
+
+
 def populate(course: TempCourse, n: int):
     items = pool()
     for i in range(n):
@@ -142,10 +162,7 @@ def main(argv=None) -> int:
     our_seconds = sum(ours_timings) / len(ours_timings)
     with open(out / "grades.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    our_scores = {
-        (r["assignment"], r["student"], r["notebook"], r["grade_id"]): float(r["score"])
-        for r in rows
-    }
+    our_scores = grade_scores(out)
     differences = sum(r["status"] in ("unconfirmed", "contradicted") for r in rows)
     # one verdict (one kernel's alone: AutograderGrade.mode = "kernel"), the cache warm, for the
     # cost of the second verdict
@@ -160,13 +177,7 @@ def main(argv=None) -> int:
     one_seconds = ours_timings.pop()
     ours_timings.pop()
 
-    stock_scores = {
-        (a, student, nb, gid): score
-        for a in stock.assignments
-        for student, nbs in stock.scores(a).items()
-        for nb, grades in nbs.items()
-        for gid, (score, _) in grades.items()
-    }
+    stock_scores = gradebook_scores(stock)
     same = stock_scores == our_scores
     n = args.n
     print(f"scores identical on all {len(stock_scores)} test cells: {'yes' if same else 'NO'}")

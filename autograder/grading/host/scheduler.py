@@ -12,8 +12,8 @@
 
 Either way :func:`run` submits :func:`grade_task` once per task and calls
 ``on_result(key, result, error)`` in the calling thread as results arrive (and grades what
-it returns next: a notebook's judge run once one kernel's is in); the executor stays up for the next :func:`run`
-(calibration, then grading) until its ``shutdown()``. A sandbox that dies is restarted and the
+it returns next: a notebook's judge run once one kernel's is in); the executor stays up for the
+next :func:`run` (calibration, then grading) until its ``shutdown()``. A sandbox that dies is restarted and the
 task retried once; a task that fails twice gets ``error`` set (rows with status
 ``grader-error``). A Dask worker that is lost (its machine gone, its process killed) loses
 nothing: the scheduler gives its tasks to another worker (``tests/test_grading.py``: a worker
@@ -169,10 +169,9 @@ class DaskExecutor(cf.Executor):
     def submit(self, fn, /, *args, **kwargs):
         return self._executor.submit(fn, *args, **kwargs)
 
-    def submit_first(self, fn, /, *args, **kwargs):
-        """:meth:`submit`, ahead of the tasks waiting (Dask's ``priority``: the executor passes
-        keywords on to ``Client.submit``, so ``fn`` takes positional arguments only here)."""
-        assert not kwargs, "positional arguments only"
+    def submit_first(self, fn, /, *args):
+        """:meth:`submit`, ahead of the tasks waiting (Dask's ``priority``; the executor passes
+        keywords on to ``Client.submit``, so ``fn`` gets positional arguments only)."""
         return self._executor.submit(fn, *args, priority=1)
 
     def shutdown(self, wait=True, *, cancel_futures=False):
