@@ -283,6 +283,22 @@ def wait_for_idle_kernel(page):
     ).first.wait_for()
 
 
+def wait_for_screen(page, screen, pattern, what):
+    """Wait until the terminal's text (``screen``: its accessibility tree) matches ``pattern``;
+    return the text. Past TIMEOUT_MS the failure shows the screen as it was."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    seen = ""
+    while time.monotonic() < deadline:
+        seen = screen.inner_text() if screen.count() else ""
+        if pattern.search(seen) or pattern.search(seen.replace("\n", "")):  # rows wrap long lines
+            return seen
+        page.wait_for_timeout(250)
+    raise AssertionError(
+        f"{what} ({pattern.pattern!r}) not on the terminal in {TIMEOUT_MS / 1000:.0f} s; "
+        f"it shows:\n{seen[-3000:]}"
+    )
+
+
 def wait_for_output(page, cell, text):
     try:
         cell.locator(".jp-OutputArea-output", has_text=text).first.wait_for()
@@ -560,15 +576,20 @@ def test_self_check_from_the_terminal(lab, page):
     ).first.click()
     terminal = page.locator(".jp-Terminal:visible")
     terminal.locator(".xterm-helper-textarea").wait_for(state="attached")
-    page.wait_for_timeout(1000)
-    terminal.click()
-    page.keyboard.type(
-        f'autograder check exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb; echo "exit status $?"\n'
-    )
     text = terminal.locator(".xterm-accessibility-tree")
-    text.get_by_text("exit status 0").wait_for()
-    screen = text.inner_text()
-    assert "2 of 2 functions pass their visible tests" in screen
+    # Type only into a terminal that is drawn, connected and focused: the shell's prompt is on
+    # it, and the keys go to xterm's input element (a click on a terminal still laying out can
+    # leave the focus elsewhere). Then the command must show (echoed by the shell) before its end
+    # is awaited, so a failure says which step did not happen.
+    wait_for_screen(page, text, re.compile(r"\S"), "the shell's prompt")
+    terminal.locator(".xterm-helper-textarea").focus()
+    command = f"autograder check exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb"
+    page.keyboard.type(f'{command}; echo "exit status $?"\n')
+    wait_for_screen(page, text, re.compile(re.escape(command)), "the command as typed")
+    screen = wait_for_screen(page, text, re.compile(r"^exit status \d+", re.M), "the check's end")
+    assert "exit status 0" in screen and "2 of 2 functions pass their visible tests" in screen, (
+        f"`autograder check` of the reference answers in the terminal; the screen:\n{screen}"
+    )
     shot(page, "08-terminal-self-check.png")
 
 
