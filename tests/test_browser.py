@@ -283,9 +283,10 @@ def wait_for_idle_kernel(page):
     ).first.wait_for()
 
 
-def wait_for_screen(page, screen, pattern, what):
+def wait_for_screen(page, screen, pattern, what, server_log=None):
     """Wait until the terminal's text (``screen``: its accessibility tree) matches ``pattern``;
-    return the text. Past TIMEOUT_MS the failure shows the screen as it was."""
+    return the text. Past TIMEOUT_MS the failure shows the screen as it was, and the tail of
+    ``server_log`` (JupyterLab's own log: a shell that failed to start is reported there)."""
     deadline = time.monotonic() + TIMEOUT_MS / 1000
     seen = ""
     while time.monotonic() < deadline:
@@ -293,9 +294,10 @@ def wait_for_screen(page, screen, pattern, what):
         if pattern.search(seen) or pattern.search(seen.replace("\n", "")):  # rows wrap long lines
             return seen
         page.wait_for_timeout(250)
+    server = "" if server_log is None else "\n" + explain_log("make lab", None, server_log)
     raise AssertionError(
         f"{what} ({pattern.pattern!r}) not on the terminal in {TIMEOUT_MS / 1000:.0f} s; "
-        f"it shows:\n{seen[-3000:]}"
+        f"it shows:\n{seen[-3000:]}{server}"
     )
 
 
@@ -581,12 +583,15 @@ def test_self_check_from_the_terminal(lab, page):
     # it, and the keys go to xterm's input element (a click on a terminal still laying out can
     # leave the focus elsewhere). Then the command must show (echoed by the shell) before its end
     # is awaited, so a failure says which step did not happen.
-    wait_for_screen(page, text, re.compile(r"\S"), "the shell's prompt")
+    log = root.parent / "lab.log"  # the lab fixture's
+    wait_for_screen(page, text, re.compile(r"\S"), "the shell's prompt", log)
     terminal.locator(".xterm-helper-textarea").focus()
     command = f"autograder check exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb"
     page.keyboard.type(f'{command}; echo "exit status $?"\n')
-    wait_for_screen(page, text, re.compile(re.escape(command)), "the command as typed")
-    screen = wait_for_screen(page, text, re.compile(r"^exit status \d+", re.M), "the check's end")
+    wait_for_screen(page, text, re.compile(re.escape(command)), "the command as typed", log)
+    screen = wait_for_screen(
+        page, text, re.compile(r"^exit status \d+", re.M), "the check's end", log
+    )
     assert "exit status 0" in screen and "2 of 2 functions pass their visible tests" in screen, (
         f"`autograder check` of the reference answers in the terminal; the screen:\n{screen}"
     )
