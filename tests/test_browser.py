@@ -131,8 +131,13 @@ def lab(chromium, tmp_path_factory):
         JUPYTERLAB_SETTINGS_DIR=str(work / "settings"),
         JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"),
         JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+        # the terminal runs $SHELL (`make lab`); here /bin/sh, so that what the terminal test
+        # sees does not depend on the machine's shell and its start-up files (zsh's first-run
+        # menu would take the typed keys): what it tests is that `make lab`'s PATH gets there
+        SHELL="/bin/sh",
     )
     env.pop("JPY_SESSION_NAME", None)
+    env.pop("ENV", None)  # a file an interactive sh reads first
     log = work / "lab.log"
     args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
     start = time.perf_counter()
