@@ -32,7 +32,9 @@ def newest(folder: Path) -> list[Path]:
 
 
 def run(args) -> int:
-    cmd = [sys.executable, "-m", "nbgrader", "fetch_feedback", args.assignment]
+    from autograder.course import nbgrader_command
+
+    cmd = [*nbgrader_command(), "fetch_feedback", args.assignment]
     if args.student:
         cmd.append(f"--student={args.student}")
     proc = subprocess.run(cmd, capture_output=True, text=True)
