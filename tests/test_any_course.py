@@ -23,7 +23,7 @@ import nbformat
 import nbgrader
 import pytest
 
-from autograder.course import stock_kernels
+from autograder.course import nbgrader_command, stock_kernels
 from autograder.procs import explain, run
 
 COURSES = Path(__file__).parent / "fixtures" / "courses"
@@ -91,9 +91,7 @@ def stock_scores(course_root, assignment):
     """Real `nbgrader autograde` from the course's folder: {(student, notebook, grade_id): score}."""
     run(
         [
-            sys.executable,
-            "-m",
-            "nbgrader",
+            *nbgrader_command(),
             "generate_assignment",
             assignment,
             "--force",
@@ -106,9 +104,7 @@ def stock_scores(course_root, assignment):
     with stock_kernels() as kernels:  # (issue 34: no TCP port race between kernels)
         run(
             [
-                sys.executable,
-                "-m",
-                "nbgrader",
+                *nbgrader_command(),
                 "autograde",
                 assignment,
                 "--force",
