@@ -112,23 +112,9 @@ def stock_kernels() -> Iterator[list[str]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# nbgrader's own entry point (what `python -m nbgrader` and the `nbgrader` script run), less one
-# import: nbformat imports jsonschema, whose format checkers import `rfc3987_syntax` when it is
-# installed (a JupyterLab dependency), which builds three parsers at import: 1.5-2.3 s of every
-# nbgrader process, measured 2026-12-07 (`nbgrader --version` 4.1 s, 1.8 s without). It serves
-# only jsonschema's "iri" format check, which nothing nbgrader runs asks for: nbformat, nbclient,
-# nbconvert and nbgrader validate without a format checker (tests/test_procs.py checks that a
-# stock run never imports jsonschema's format module's iri check). The same as `autograder`'s own
-# start (autograder/cli.py, _fast_start).
-NBGRADER_MAIN = (
-    "import sys; sys.modules.setdefault('rfc3987_syntax', None); sys.argv[0] = 'nbgrader'; "
-    "from nbgrader.apps.nbgraderapp import main; sys.exit(main())"
-)
-
-
 def nbgrader_command() -> list[str]:
-    """``nbgrader`` of the running interpreter's environment (NBGRADER_MAIN)."""
-    return [sys.executable, "-c", NBGRADER_MAIN]
+    """``nbgrader`` of the running interpreter's environment."""
+    return [sys.executable, "-m", "nbgrader"]
 
 
 class TempCourse:

@@ -47,7 +47,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder.course import nbgrader_command, stock_kernels
+from autograder.course import stock_kernels
 from autograder.procs import explain
 from autograder.procs import run as run_process  # (run, below, is the fuzzer's own)
 
@@ -1173,7 +1173,9 @@ def grade_stock(root, assignment, students=None):
     {(student, assignment, notebook, grade_id): score} over the test cells."""
     env = _env()
     cmd = [
-        *nbgrader_command(),
+        sys.executable,
+        "-m",
+        "nbgrader",
         "autograde",
         assignment,
         "--force",
@@ -1183,7 +1185,9 @@ def grade_stock(root, assignment, students=None):
         cmd += [f"--student={s}" for s in students]
     for step in (
         [
-            *nbgrader_command(),
+            sys.executable,
+            "-m",
+            "nbgrader",
             "generate_assignment",
             assignment,
             "--force",

@@ -23,7 +23,7 @@ import nbformat
 import nbgrader
 import pytest
 
-from autograder.course import nbgrader_command, stock_kernels
+from autograder.course import stock_kernels
 from autograder.procs import explain, run
 
 COURSES = Path(__file__).parent / "fixtures" / "courses"
@@ -91,7 +91,9 @@ def stock_scores(course_root, assignment):
     """Real `nbgrader autograde` from the course's folder: {(student, notebook, grade_id): score}."""
     run(
         [
-            *nbgrader_command(),
+            sys.executable,
+            "-m",
+            "nbgrader",
             "generate_assignment",
             assignment,
             "--force",
@@ -104,7 +106,9 @@ def stock_scores(course_root, assignment):
     with stock_kernels() as kernels:  # (issue 34: no TCP port race between kernels)
         run(
             [
-                *nbgrader_command(),
+                sys.executable,
+                "-m",
+                "nbgrader",
                 "autograde",
                 assignment,
                 "--force",

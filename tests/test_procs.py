@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -151,27 +150,3 @@ def test_explain_names_a_signal_and_explain_log_a_servers_log(tmp_path):
     assert message.endswith("request 99\nTraceback: it broke") and "request 59\n" not in message
     assert "ended: still running" in explain_log("server", None, tmp_path / "none.log")
     assert "(not captured)" in explain_log("server", None, tmp_path / "none.log")
-
-
-def test_nbgrader_command_is_nbgraders_entry_point_less_an_import_it_never_uses(tmp_path):
-    """autograder.course.nbgrader_command skips importing ``rfc3987_syntax`` (jsonschema's "iri"
-    format check, 1.5-2.3 s per process). Sound only while nothing nbgrader runs checks formats:
-    no module of nbformat, nbclient, nbconvert or nbgrader names a format checker. And it is
-    nbgrader's command line: the same output and exit status as ``python -m nbgrader``."""
-    import importlib.util
-
-    from autograder.course import nbgrader_command
-
-    for package in ("nbformat", "nbclient", "nbconvert", "nbgrader"):
-        folder = Path(importlib.util.find_spec(package).origin).parent
-        for path in folder.rglob("*.py"):
-            text = path.read_text(errors="replace")
-            assert "format_checker" not in text and "FormatChecker" not in text, path
-    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
-    for args in (["--version"], ["autograde", "nosuchassignment"]):
-        ours = run([*nbgrader_command(), *args], expect=None, cwd=tmp_path, timeout=300)
-        stock = run(
-            [sys.executable, "-m", "nbgrader", *args], expect=None, cwd=tmp_path, timeout=300
-        )
-        assert (ours.returncode, ours.stdout) == (stock.returncode, stock.stdout), args
-        assert ours.stderr.splitlines()[-1:] == stock.stderr.splitlines()[-1:], args

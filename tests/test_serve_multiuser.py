@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from autograder.authoring.accounts import Unavailable, accounts
-from autograder.course import SOLUTIONS, TempCourse, nbgrader_command
+from autograder.course import SOLUTIONS, TempCourse
 from autograder.procs import explain_log, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_bubblewrap")]
@@ -66,7 +66,7 @@ def served(machine):
     with open(course.root / "nbgrader_config.py", "a") as fh:
         fh.write(f"\nc.Exchange.root = {str(exchange)!r}\nc.AutograderServe.cooldown = 0\n")
     run(["chown", "-R", f"{teach.name}:{teach.name}", area, exchange])
-    nbgrader = nbgrader_command()
+    nbgrader = [sys.executable, "-m", "nbgrader"]
     teach.run(*nbgrader, "generate_assignment", A, "--force", cwd=course.root)
     teach.run(*nbgrader, "release_assignment", A, "--force", cwd=course.root)
     for student in (alice, bob):

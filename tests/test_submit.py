@@ -19,14 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course import (
-    EXERCISES,
-    TempCourse,
-    assignments,
-    graded_cells,
-    nbgrader_command,
-    notebooks,
-)
+from autograder.course import EXERCISES, TempCourse, assignments, graded_cells, notebooks
 from autograder.procs import explain, run
 from autograder.selfcheck import is_selfcheck_cell
 from exercise_answers import filled_release, reference_answers
@@ -173,7 +166,7 @@ def _student_nbgrader(cwd, *args):
         os.environ,
         PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
     )
-    return run([*nbgrader_command(), *args], cwd=cwd, env=env, timeout=600)
+    return run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, timeout=600)
 
 
 @pytest.mark.slow  # nbgrader release, fetch, submit, collect, autograde

@@ -32,9 +32,7 @@ def newest(folder: Path) -> list[Path]:
 
 
 def run(args) -> int:
-    from autograder.course import nbgrader_command
-
-    cmd = [*nbgrader_command(), "fetch_feedback", args.assignment]
+    cmd = [sys.executable, "-m", "nbgrader", "fetch_feedback", args.assignment]
     if args.student:
         cmd.append(f"--student={args.student}")
     proc = subprocess.run(cmd, capture_output=True, text=True)
