@@ -28,7 +28,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 START_PAGE ?= lab/tree/course/00_start_here.ipynb
 LAB_ROOT ?= $(CURDIR)
 
-.PHONY: bench-report bench-scale bench-serve fuzz lab test test-fast test-under-load lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
+.PHONY: site bench-report bench-scale bench-serve fuzz lab test test-fast test-under-load lint typecheck test-browser system-packages-test system-packages-lab venv nbval notebooks exercises lock bench clean help
 
 help:
 	@echo "make lab      - install (first time) and start JupyterLab on the course (LAB_ARGS=...)"
@@ -38,6 +38,7 @@ help:
 	@echo "make typecheck- mypy on the packages named in pyproject.toml [tool.mypy]"
 	@echo "make test-under-load - make test on a fresh clone of HEAD with 2 CPU burners per core (UNDER_LOAD_ARGS=--runs 3)"
 	@echo "make test-browser - the student's path in a real browser (Debian chromium), screenshots in artifacts/browser/"
+	@echo "make site     - the course as a website in build/site/html (Sphinx, myst-nb), checked for hidden content"
 	@echo "make nbval    - strict nbval of course/ and solutions/ only"
 	@echo "make notebooks- re-execute course/ and solutions/ notebooks, then regenerate exercises/"
 	@echo "make exercises- regenerate exercises/ from solutions/ with nbgrader"
@@ -141,3 +142,9 @@ bench-serve: system-packages-test $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# The course as a website: static HTML in build/site/html (docs/conf.py: Sphinx with myst-nb;
+# the lessons' committed outputs, never executed again), then a search of the whole output for
+# anything hidden (a hidden test's or a solution's line, a gradebook). tests/test_site.py does the same.
+site: $(STAMP)
+	$(BIN)/python -m autograder.authoring.site build/site
