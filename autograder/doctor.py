@@ -26,7 +26,7 @@ the report matches it to the notes. What it cannot see, it says: a write inside 
 (``torch.compile``) region or inside C++ code that no Python torch call reaches, and a write made
 before the doctor was on.
 
-Cost: each torch call does a little more bookkeeping (figures: README, "The in-place doctor").
+Cost: each torch call does a little more bookkeeping (figures: docs/learner.md, "The in-place doctor").
 Off, nothing is installed and nothing costs.
 """
 

@@ -41,7 +41,7 @@ def pytest_sessionstart(session):
       at a load average of 8-9 on 2 cores every cell and test cell of the course's 20 correct
       reference notebooks finished within 1 s (within 0.5 s all but 7 of 345), and the tests'
       shortest such limits are 4 s (tests/test_grading.py) and 5 s (tests/test_serve.py):
-      a margin of 4x over that load (README, "How CI validates").
+      a margin of 4x over that load (docs/developer.md, "How CI validates").
     * ``PYTHONPATH`` starts with tests/site: every Python process a test starts (stock nbgrader,
       jupyter lab, kernels) skips one slow import no notebook needs, as `autograder` does
       (tests/site/sitecustomize.py says which, and what it saves).
@@ -194,6 +194,7 @@ FIRST = {
     "tests/test_selfcheck.py": 181,
     "tests/test_fuzz.py": 142,
     "tests/test_submit.py": 132,
+    "tests/test_site.py": 130,  # the site built once, searched, every page in chromium (2026-12-07)
     "tests/test_autograde.py": 123,  # the real stock run of every solution and blank release
     "tests/test_two_verdicts.py": 76,
     "tests/test_fullcheck.py": 64,

@@ -1,6 +1,6 @@
 """autograder/authoring/bench_scale.py (``make bench-scale``): the looping submissions it makes
 really loop in the graded function and nowhere else, and the share of loopers is what was asked.
-The benchmark itself is a measurement, run by hand (its figures are in the README)."""
+The benchmark itself is a measurement, run by hand (its figures are in docs/instructor.md, "A class of thousands")."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def lab(chromium, tmp_path_factory):
     shutil.copy(REPO / "nbgrader_config.py", root)
     exchange = (
         work / "exchange"
-    )  # as on a JupyterHub (README): release and collect become available
+    )  # as on a JupyterHub (docs/learner.md, "Submitting"): release and collect become available
     exchange.mkdir(mode=0o777)
     with open(root / "nbgrader_config.py", "a") as config:
         config.write(f"\nc.Exchange.root = {str(exchange)!r}\n")

@@ -1,4 +1,4 @@
-"""The namespace contract of the judge (README, "How the judge keeps names"; issue 26 items 1-3, 9).
+"""The namespace contract of the judge (docs/grading.md, "How the judge keeps names"; issue 26 items 1-3, 9).
 
 Unit level, no sandbox: the judge's :class:`~autograder.grading.host.judge.Submission` is given
 names reports as the student's process sends them (before a test, and after each call) and the

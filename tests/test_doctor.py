@@ -124,7 +124,7 @@ def test_a_correct_program_gets_no_report_and_the_same_numbers(name, tmp_path):
 
 
 def test_identification_rate_is_every_broken_program():
-    """The rate the README states: every broken program in the corpus, whose write is in Python
+    """The rate docs/learner.md states ("The in-place doctor"): every broken program in the corpus, whose write is in Python
     code the learner can edit, gets its culprit named (the test above, one per program)."""
     assert len(BROKEN) >= 30
     assert len(CORRECT) >= 5 and len(BLIND) >= 2

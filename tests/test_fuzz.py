@@ -181,7 +181,7 @@ def test_honest_twins_score_as_expected_under_stock(fuzzed):
 
 
 def test_grader_error_rows_make_the_run_exit_3(fuzzed):
-    """The README: any `grader-error` row makes `autograder grade` exit 3, and only then (the hostile
+    """docs/instructor.md: any `grader-error` row makes `autograder grade` exit 3, and only then (the hostile
     twin's students that bound `all` in their globals got such rows under grading v3)."""
     result = fuzzed["result"]
     statuses = {r["status"] for r in result.rows} | {h["status"] for h in result.hostile}

@@ -1,7 +1,7 @@
 """Grading v4's limits and start-up (issue 26 items 7, 10-14 and the exit status).
 
 * The exit status: any ``grader-error`` row makes ``autograder grade`` exit 3, and a row's status
-  is always one of the README's table (:meth:`Status.of`).
+  is always one of the statuses in the table of docs/instructor.md (:meth:`Status.of`).
 * Item 10: a notebook graded in one kernel whose first answer cell loops: interrupted, and the
   tests after it run, as under stock - also when the grader was started with SIGINT ignored (in
   the background: what made it "not repeatable").
@@ -36,7 +36,7 @@ from autograder.grading.results.report import Row
 from autograder.grading.status import Status
 from autograder.procs import explain, run
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "instructor.md"  # the status table
 GRADING = Path(__file__).parent / "fixtures" / "grading"
 EXPECTED = json.loads((GRADING / "expected.json").read_text())
 EXERCISE = "01_relu_inplace"
@@ -143,7 +143,7 @@ def test_a_refused_submission_makes_the_run_exit_4_and_is_named_escaped(capsys):
     assert run.exit_status() == 3
 
 
-def test_every_row_status_is_in_the_readme_table():
+def test_every_row_status_is_in_the_guides_table():
     """status.py is the one place a row's status comes from: a word a verdict carries that is not
     a status (`observation-error`, `no-process`, anything unknown) becomes one of the table."""
     table = {
@@ -519,7 +519,7 @@ def test_honest_slow_starts_pass_on_a_busy_machine(busy):
     whose load is 16 per CPU: every test passes, status ok (stock's scores on a quiet machine,
     where the work takes a third of the time). On a quiet one the same cell is interrupted at 2 s
     (the test above). (A torch.compile'd helper is the same class; its compile time depends on
-    the machine, so it is not timed here: the README's figures.)"""
+    the machine, so it is not timed here: the figures in docs/grading.md, "Speed".)"""
     assert busy["proc"].returncode == 0, explain(busy["proc"])
     rows = [r for r in busy["rows"] if r["student"] == "slow-first-call"]
     assert len(rows) == 15 and {(r["score"], r["status"]) for r in rows} == {("1", "ok")}, rows

@@ -16,7 +16,7 @@ Stock passes every one (``pytest --pyargs nbgrader.tests.apps.test_nbgrader_auto
 40 passed, 2 skipped by nbgrader itself, on the pinned 0.9.6, 2026-11-29).
 
 Where ``autograder grade`` deliberately differs, the scenario is an expected failure with the
-reason (``strict``: it fails this module the day it starts passing), and the README's
+reason (``strict``: it fails this module the day it starts passing), and docs/grading.md's
 "nbgrader's own tests of `nbgrader autograde`" names the same differences.
 
 Exit statuses: stock exits 1 on any failure; ``autograder grade`` uses 2, 3 and 4 to say which
@@ -113,7 +113,7 @@ def _autograde_is_autograder_grade(monkeypatch, needs_bubblewrap):
     monkeypatch.setenv("PATH", os.pathsep.join([bin_dir, os.environ.get("PATH", "")]))
 
 
-# scenario -> why `autograder grade` differs there (the README's "nbgrader's own tests" lists them)
+# scenario -> why `autograder grade` differs there (docs/grading.md, "nbgrader's own tests", lists them)
 DIFFERENCES: dict[str, str] = {
     "test_no_execute": (
         "--no-execute is refused (exit 2): scores taken from the outputs saved in a student's file "

@@ -1,7 +1,7 @@
 """`autograder serve` as a real JupyterHub's hub-managed service, behind the hub's OAuth.
 
 A real JupyterHub (DummyAuthenticator, configurable-http-proxy from the npm registry, installed
-once into .venv/node) starts the service from its own `c.JupyterHub.services` entry, as the README
+once into .venv/node) starts the service from its own `c.JupyterHub.services` entry, as docs/instructor.md
 documents. A student's API token reaches `/services/autograder/api/me` through the proxy and gets
 that student's own last result (hidden tests as the policy shows them, no test source); another
 student gets only theirs; a request without a login is sent to the hub's OAuth.

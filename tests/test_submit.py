@@ -1,6 +1,6 @@
 """Handing in: nbgrader's exchange on a JupyterHub, and `autograder submit` without a server.
 
-The README's JupyterHub instructions are run for real (release, fetch, submit, collect,
+The JupyterHub instructions of docs/learner.md ("Submitting") are run for real (release, fetch, submit, collect,
 autograde through one exchange directory). `autograder submit NOTEBOOK --student ID` is the
 no-server way: the zip holds the notebook in nbgrader's submitted/<student>/<assignment>/ layout, so the
 instructor unzips it at the course root and runs the real `nbgrader autograde` (proved
@@ -171,7 +171,7 @@ def _student_nbgrader(cwd, *args):
 
 @pytest.mark.slow  # nbgrader release, fetch, submit, collect, autograde
 def test_jupyterhub_exchange_round_trip(tmp_path):
-    """What the README tells an instructor and the students of a JupyterHub class to do."""
+    """What docs/learner.md tells an instructor and the students of a JupyterHub class to do."""
     exchange = tmp_path / "exchange"
     exchange.mkdir()
     exchange.chmod(0o777)

@@ -62,7 +62,8 @@ def main(argv=None) -> int:
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-serve-"))
     with contextlib.ExitStack() as stack:
         user = None
-        if os.geteuid() == 0:  # an instructor runs the service, never root (README "Who runs what")
+        # an instructor runs the service, never root (docs/instructor.md, "Who runs what")
+        if os.geteuid() == 0:
             try:
                 user = stack.enter_context(accounts(root, ("teach",), prefix="agbench"))["teach"]
             except Unavailable as exc:

@@ -21,7 +21,7 @@ exchange's ``max_file_size`` ...) are not looked at, as nbgrader does not look a
 
 from __future__ import annotations
 
-# Class.trait -> how it is honoured (where), for the README's table and the tests
+# Class.trait -> how it is honoured (where), for the table in docs/instructor.md and the tests
 HONOURED: dict[str, str] = {
     "CourseDirectory.root": "the course folder",
     "CourseDirectory.course_id": "the gradebook's course",

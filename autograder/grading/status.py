@@ -47,7 +47,7 @@ class Status(enum.StrEnum):
         """The row status for what a verdict or a process reported (this file is the one place a
         row's status comes from): a status of the table as it is, a known alias as its status
         (:data:`ALIASES`), and anything else ``grader-error`` - an unknown word is the grader's
-        failure to say why, never a status the README does not list."""
+        failure to say why, never a status docs/instructor.md does not list."""
         if isinstance(text, str):
             if text in cls._value2member_map_:
                 return cls(text)

@@ -290,7 +290,7 @@ NEEDS_KERNEL = "needs-kernel"  # a verdict's status: the judge cannot carry this
 class Submission:
     """The judge's view of one notebook: its tests, run in order in one namespace.
 
-    The namespace contract (README, "How the judge keeps names"): every name has an owner. The
+    The namespace contract (docs/grading.md, "How the judge keeps names"): every name has an owner. The
     **test** owns every builtin name and every name a test cell bound, imported or deleted; the
     **student** owns the names the student's process reports (its cells, and its code during a
     call). A report from the student's side binds, rebinds or deletes only student-owned names,
@@ -491,7 +491,7 @@ class Submission:
             )
         for name, info in names.items():
             if name in self.bound and name not in self.ns:
-                pass  # a student name the last test deleted: back, as before (README, Limits)
+                pass  # a student name the last test deleted: back, as before (docs/grading.md, "Limits")
             elif self.test_owned(name):
                 continue  # the test's (a builtin, or bound by a test cell): it keeps its own
             kind = info.get("kind")

@@ -1,6 +1,6 @@
 """On the host: which global names a submitted notebook's code names, found by compiling its
 cells (never running them). The judge uses it to know when one kernel's semantics would let
-student code see a test's binding (the namespace contract, README "How the judge keeps names").
+student code see a test's binding (the namespace contract, docs/grading.md "How the judge keeps names").
 
 * ``functions``: names read as globals by code that can run during a call into student code
   (every function, lambda, comprehension and class body a cell defines: ``LOAD_GLOBAL`` /
@@ -10,7 +10,7 @@ student code see a test's binding (the namespace contract, README "How the judge
 
 Static names only: code that finds names dynamically (``globals()``, ``vars()``, frames,
 ``eval``) is not counted as reading a test's binding (it reads the student's own namespace,
-where no test object ever is); that is the line the README states.
+where no test object ever is); that is the line docs/grading.md states.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The status endpoint: tornado, as a JupyterHub hub-managed service behind the hub's OAuth.
 
-Registered in ``jupyterhub_config.py`` (see the README)::
+Registered in ``jupyterhub_config.py`` (see docs/instructor.md)::
 
     c.JupyterHub.services = [{"name": "autograder", "url": "http://127.0.0.1:10101",
                               "command": ["autograder", "serve", "--course", COURSE, "--port", "10101"],
