@@ -381,7 +381,7 @@ def _ship(fn, args, kwargs, tracked=None):
             for i, (o, n) in enumerate(zip(tracked, after_nodes, strict=True))
             if has_state(o)
         ]
-        moved = _moved(doc.get("moved"), args, kwargs, dec)
+        moved = _moved(doc.get("moved"), doc.get("same"), args, kwargs, dec)
         texts = []
         for key in ("stdout", "stderr"):
             t = doc.get(key, "")
@@ -404,7 +404,14 @@ def _ship(fn, args, kwargs, tracked=None):
         error = StudentProcessError("tampered", f"an observation that cannot be genuine: {problem}")
         _report(error)
         raise error
-    for target, contents in moved:  # what the call wrote into the test's own list, dict, array ...
+    for (
+        target,
+        contents,
+        kept,
+    ) in moved:  # what the call wrote into the test's list, dict, array ...
+        for original, inside, parent, key in kept:  # innermost first: inner objects stay the test's
+            if write_into(original, inside):
+                parent[key] = original
         write_into(target, contents)
     # what the student's code printed during the call appears in the test's output, as in one
     # kernel (where a write to stderr fails the test, nbgrader's rule)
@@ -415,14 +422,17 @@ def _ship(fn, args, kwargs, tracked=None):
     return Outcome(value, error, after, texts[0], texts[1], warnings)
 
 
-def _moved(nodes, args, kwargs, dec) -> list:
-    """``[(argument, new contents)]``: the test's own containers a call changed in place (the
+def _moved(nodes, same, args, kwargs, dec) -> list:
+    """``[(argument, new contents, kept)]``: the test's own containers a call changed in place (the
     student's process reports them: :func:`autograder.remote.server._containers`), checked: each
-    names an argument of this call of a carried type, and its new contents are of the same type."""
-    if nodes is None:
+    names an argument of this call of a carried type, and its new contents are of the same type.
+    ``kept`` (:func:`_kept`): the containers inside it that are still the test's own objects."""
+    if nodes is None and same is None:
         return []
     if type(nodes) is not dict or len(nodes) > len(args) + len(kwargs):
         raise observation.ObservationError("bad moved arguments")
+    if same is not None and (type(same) is not dict or not set(same) <= set(nodes)):
+        raise observation.ObservationError("bad kept containers")
     out = []
     for where, node in nodes.items():
         if type(where) is not str:
@@ -438,8 +448,55 @@ def _moved(nodes, args, kwargs, dec) -> list:
         value = dec.decode(node)
         if not _same_kind(target, value):
             raise observation.ObservationError("a moved argument of another type")
-        out.append((target, value))
+        out.append((target, value, _kept(target, value, (same or {}).get(where, []))))
     return out
+
+
+def _kept(target, value, pairs) -> list:
+    """``[(original, new contents, parent, key)]``, innermost first: for each ``[new path, old
+    path]`` the student's process reported, the test's container at the old path (read before
+    anything is written) that the call left in place at the new path of ``value``, whose contents
+    it takes (``parent[key]``: that slot of the new contents). Checked: paths that exist, of list
+    indices and dict keys, containers of the same kind, each new path once."""
+    if type(pairs) is not list or len(pairs) > MAX_KEPT:
+        raise observation.ObservationError("bad kept containers")
+    plan, seen = [], set()
+    for pair in pairs:
+        if type(pair) is not list or len(pair) != 2:
+            raise observation.ObservationError("bad kept containers")
+        new, old = (_path(x) for x in pair)
+        if not new or tuple(new) in seen:
+            raise observation.ObservationError("bad kept containers")
+        seen.add(tuple(new))
+        parent = _at(value, new[:-1])
+        original, inside = _at(target, old), _at(value, new)
+        if original is target or not _same_kind(original, inside):
+            raise observation.ObservationError("a kept container of another type")
+        plan.append((len(new), original, inside, parent, new[-1]))
+    plan.sort(key=lambda step: -step[0])
+    return [step[1:] for step in plan]
+
+
+MAX_KEPT, MAX_PATH = 20_000, 32  # the student's side's bounds (autograder.remote.server)
+
+
+def _path(x) -> list:
+    if type(x) is not list or len(x) > MAX_PATH or any(type(k) not in (str, int) for k in x):
+        raise observation.ObservationError("bad kept containers")
+    return x
+
+
+def _at(root, path):
+    """The object at ``path`` (list indices, dict keys) inside ``root``."""
+    obj = root
+    for key in path:
+        if type(obj) is list and type(key) is int and -len(obj) <= key < len(obj):
+            obj = obj[key]
+        elif type(obj) is dict and key in obj:
+            obj = obj[key]
+        else:
+            raise observation.ObservationError("a kept container that is not there")
+    return obj
 
 
 def _same_kind(target, value) -> bool:

@@ -187,9 +187,11 @@ class Server:
             doc["after"] = [
                 enc.encode(o, top_tracked=True) if has_state(o) else None for o in tracked
             ]
-            moved = _moved(containers, tracked)
+            moved, same = _moved(containers, tracked)
             if moved:
                 doc["moved"] = moved
+            if same:
+                doc["same"] = same
         except observation.ObservationTooLarge as exc:
             doc = {"error": f"what the call returned is too large to grade: {exc}"}
         except Exception as exc:  # noqa: BLE001 - an object that breaks when read
@@ -262,20 +264,49 @@ class _Unpickler(pickle.Unpickler):
 # does not fit is not carried (the judge's verdict may then differ from one kernel's, and says so).
 CARRIED = ("list", "dict", "set", "bytearray", "ndarray")
 MOVED_BUDGET = {"max_nodes": 20_000, "max_bytes": 8 << 20}
+MAX_PATH = 32  # how deep inside an argument an inner container keeps its identity
 
 
 def _containers(args, kwargs, tracked) -> list:
-    """``[(where, object, its plain encoding)]`` for the arguments a call may change in place."""
+    """``[(where, object, its plain encoding, its nested containers)]`` for the arguments a call
+    may change in place (nested: :func:`_nested`, kept alive so that no id is reused)."""
     out = []
     items = [(str(i), a) for i, a in enumerate(args)] if type(args) is tuple else []
     if type(kwargs) is dict:
         items += [(f"={k}", v) for k, v in kwargs.items() if type(k) is str]
     for where, obj in items:
-        if type(obj).__name__ not in CARRIED or type(obj).__module__ not in ("builtins", "numpy"):
+        if not _carried(obj):
             continue
         plain = _plain(obj, tracked)
         if plain is not None:
-            out.append((where, obj, plain))
+            out.append((where, obj, plain, _nested(obj)))
+    return out
+
+
+def _carried(obj) -> bool:
+    return type(obj).__name__ in CARRIED and type(obj).__module__ in ("builtins", "numpy")
+
+
+def _nested(root) -> dict:
+    """``{id: (container, path)}``: the containers inside ``root`` (not ``root``), each with the
+    first path of list indices and dict keys (str or int) that reaches it - what identifies an
+    inner list the test may hold an alias of. Bounded by the moved budget's node count and depth."""
+    out: dict = {}
+    stack: list = [(root, [])]
+    while stack and len(out) < MOVED_BUDGET["max_nodes"]:
+        current, path = stack.pop()
+        if len(path) >= MAX_PATH:
+            continue
+        if type(current) is list:
+            items = list(enumerate(current))
+        elif type(current) is dict:
+            items = [(k, v) for k, v in current.items() if type(k) in (str, int)]
+        else:
+            continue
+        for key, value in items:
+            if _carried(value) and value is not root and id(value) not in out:
+                out[id(value)] = (value, [*path, key])
+                stack.append((value, [*path, key]))
     return out
 
 
@@ -287,14 +318,30 @@ def _plain(obj, tracked):
         return None
 
 
-def _moved(containers, tracked) -> dict:
-    """``{where: node}``: the containers whose contents the call changed, as they are now."""
-    out = {}
-    for where, obj, (_, before) in containers:
+def _moved(containers, tracked) -> tuple[dict, dict]:
+    """``({where: node}, {where: [[new path, old path], ...]})``: the containers whose contents the
+    call changed, as they are now, and which containers inside each are the very objects that
+    were inside it before the call (an inner list sorted in place is still the test's inner list,
+    as in one kernel; one built by the call is new)."""
+    out, same = {}, {}
+    for where, obj, (_, before), inner in containers:
         now = _plain(obj, tracked)
-        if now is not None and now[1] != before:
+        if now is None:
+            continue
+        after = _nested(obj)
+        kept = [
+            [path, inner[key][1]]
+            for key, (value, path) in after.items()
+            if key in inner and inner[key][0] is value
+        ]
+        # changed: other contents, or the same contents in other objects (an inner list replaced
+        # by an equal copy, two equal inner lists swapped), which a test's alias would tell apart
+        moved_inside = len(kept) != len(inner) or any(new != old for new, old in kept)
+        if now[1] != before or moved_inside or len(after) != len(inner):
             out[where] = now[0]
-    return out
+            if kept:
+                same[where] = kept
+    return out, same
 
 
 def _size(fd):
