@@ -669,6 +669,50 @@ def arg_list(rng, uid):
     )
 
 
+def arg_nested(rng, uid):
+    """Containers inside an argument, read through an alias the test took before the call: inner
+    lists sorted in place (a wrong answer builds new ones, which the alias never sees), and a
+    dict's lists left alone (a wrong answer sorts them in place, which the alias does see)."""
+    change, keep = _name(rng, "sort_rows"), _name(rng, "totals")
+    rows = [[rng.randrange(0, 50) for _ in range(rng.randrange(2, 5))] for _ in range(3)]
+    table = {k: [rng.randrange(0, 50) for _ in range(3)] for k in "ab"}
+    sums = {k: sum(v) for k, v in table.items()}
+    return Unit(
+        "arg_nested",
+        [
+            Answer(
+                f"{uid}_ans",
+                f"def {change}(rows):\n    for r in rows:\n        r.sort()",
+                f"def {change}(rows):\n    rows[:] = [sorted(r) for r in rows]",
+                f"def {change}(rows):\n    for r in rows:\n        r[:] = sorted(r)",
+            ),
+            (
+                "test",
+                f"{uid}_t1",
+                f"rows = {rows}\nfirst = rows[0]\n{change}(rows)\n"
+                f"assert rows == {[sorted(r) for r in rows]}, rows\n"
+                f"assert first == {sorted(rows[0])}, first",
+                1,
+            ),
+            Answer(
+                f"{uid}_ans2",
+                f"def {keep}(table):\n    return {{k: sum(v) for k, v in table.items()}}",
+                f"def {keep}(table):\n    for v in table.values():\n        v.sort()\n"
+                f"    return {{k: sum(v) for k, v in table.items()}}",
+                f"def {keep}(table):\n    out = {{}}\n    for k in table:\n"
+                f"        out[k] = sum(sorted(table[k]))\n    return out",
+            ),
+            (
+                "test",
+                f"{uid}_t2",
+                f"table = {table}\na = table['a']\nassert {keep}(table) == {sums}\n"
+                f"assert a == {table['a']}, a",
+                1,
+            ),
+        ],
+    )
+
+
 def global_rng(rng, uid):
     """A test seeds numpy's and Python's global generators and checks reproducibility."""
     fn, n = _name(rng, "draw"), rng.randrange(2, 6)
@@ -803,6 +847,7 @@ IDIOMS = {
     # grading v5's state classes: the score counted is one kernel's, so stock's by construction
     "arg_array": Idiom(arg_array),
     "arg_list": Idiom(arg_list),
+    "arg_nested": Idiom(arg_nested),
     "global_rng": Idiom(global_rng),
     "exception_subclass": Idiom(exception_subclass),
     "captured_stdout": Idiom(captured_stdout),

@@ -186,3 +186,20 @@ def test_grader_error_rows_make_the_run_exit_3(fuzzed):
     result = fuzzed["result"]
     statuses = {r["status"] for r in result.rows} | {h["status"] for h in result.hostile}
     assert (result.ours_rc == 3) == ("grader-error" in statuses), (result.ours_rc, statuses)
+
+
+@pytest.mark.parametrize("idiom", ["arg_array", "arg_list", "arg_nested"])
+def test_arguments_read_after_a_call_need_no_review(fuzzed, idiom):
+    """Issue 35 item 2: what a call did to the test's own arguments - an array, a list, the lists
+    inside a list or a dict, read through an alias the test took before the call - is in the
+    judge what it is in one kernel, so the two verdicts agree (``ok``) for the right and the wrong
+    answer alike: no honest answer, and no wrong one, goes to review for it."""
+    rows = [
+        r
+        for r in fuzzed["result"].rows
+        if r["idiom"] == idiom and r["student"] in ("right", "wrong")
+    ]
+    assert rows, f"{idiom} was not generated"
+    assert {r["student"] for r in rows} == {"right", "wrong"}
+    bad = [f"{r['student']} {r['grade_id']}: {r['status']}" for r in rows if r["status"] != "ok"]
+    assert not bad, bad
