@@ -39,11 +39,7 @@ def call(arg, edit):
     moved, same = server._moved(containers, [])
     doc = observation.loads(observation.dumps({"moved": moved, "same": same}))
     plan = client._moved(doc.get("moved") or {}, doc.get("same"), (arg,), {}, observation.Decoder())
-    for target, contents, kept in plan:
-        for original, inside, parent, key in kept:
-            if client.write_into(original, inside):
-                parent[key] = original
-        client.write_into(target, contents)
+    client.write_back(plan)
     return student, student_before
 
 

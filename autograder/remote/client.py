@@ -404,15 +404,7 @@ def _ship(fn, args, kwargs, tracked=None):
         error = StudentProcessError("tampered", f"an observation that cannot be genuine: {problem}")
         _report(error)
         raise error
-    for (
-        target,
-        contents,
-        kept,
-    ) in moved:  # what the call wrote into the test's list, dict, array ...
-        for original, inside, parent, key in kept:  # innermost first: inner objects stay the test's
-            if write_into(original, inside):
-                parent[key] = original
-        write_into(target, contents)
+    write_back(moved)  # what the call wrote into the test's own list, dict, array ...
     # what the student's code printed during the call appears in the test's output, as in one
     # kernel (where a write to stderr fails the test, nbgrader's rule)
     if texts[0]:
@@ -458,7 +450,7 @@ def _kept(target, value, pairs) -> list:
     anything is written) that the call left in place at the new path of ``value``, whose contents
     it takes (``parent[key]``: that slot of the new contents). Checked: paths that exist, of list
     indices and dict keys, containers of the same kind, each new path once."""
-    if type(pairs) is not list or len(pairs) > MAX_KEPT:
+    if type(pairs) is not list or len(pairs) > observation.MAX_KEPT:
         raise observation.ObservationError("bad kept containers")
     plan, seen = [], set()
     for pair in pairs:
@@ -477,11 +469,12 @@ def _kept(target, value, pairs) -> list:
     return [step[1:] for step in plan]
 
 
-MAX_KEPT, MAX_PATH = 20_000, 32  # the student's side's bounds (autograder.remote.server)
-
-
 def _path(x) -> list:
-    if type(x) is not list or len(x) > MAX_PATH or any(type(k) not in (str, int) for k in x):
+    if (
+        type(x) is not list
+        or len(x) > observation.MAX_DEPTH
+        or any(type(k) not in (str, int) for k in x)
+    ):
         raise observation.ObservationError("bad kept containers")
     return x
 
@@ -497,6 +490,17 @@ def _at(root, path):
         else:
             raise observation.ObservationError("a kept container that is not there")
     return obj
+
+
+def write_back(moved) -> None:
+    """Write what :func:`_moved` checked into the test's own objects: the inner containers the
+    call kept first, innermost first (each takes its new contents and its place in the new
+    contents of its parent), then each argument itself."""
+    for target, contents, kept in moved:
+        for original, inside, parent, key in kept:
+            if write_into(original, inside):
+                parent[key] = original
+        write_into(target, contents)
 
 
 def _same_kind(target, value) -> bool:

@@ -264,7 +264,6 @@ class _Unpickler(pickle.Unpickler):
 # does not fit is not carried (the judge's verdict may then differ from one kernel's, and says so).
 CARRIED = ("list", "dict", "set", "bytearray", "ndarray")
 MOVED_BUDGET = {"max_nodes": 20_000, "max_bytes": 8 << 20}
-MAX_PATH = 32  # how deep inside an argument an inner container keeps its identity
 
 
 def _containers(args, kwargs, tracked) -> list:
@@ -290,12 +289,12 @@ def _carried(obj) -> bool:
 def _nested(root) -> dict:
     """``{id: (container, path)}``: the containers inside ``root`` (not ``root``), each with the
     first path of list indices and dict keys (str or int) that reaches it - what identifies an
-    inner list the test may hold an alias of. Bounded by the moved budget's node count and depth."""
+    inner list the test may hold an alias of. Bounded: observation.MAX_KEPT, MAX_DEPTH."""
     out: dict = {}
     stack: list = [(root, [])]
-    while stack and len(out) < MOVED_BUDGET["max_nodes"]:
+    while stack and len(out) < observation.MAX_KEPT:
         current, path = stack.pop()
-        if len(path) >= MAX_PATH:
+        if len(path) >= observation.MAX_DEPTH:
             continue
         if type(current) is list:
             items = list(enumerate(current))
