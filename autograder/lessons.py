@@ -48,11 +48,7 @@ WORDS_PER_MINUTE = 110
 CODE_LINES_PER_MINUTE = 6
 PREDICT_MINUTES = 1.5
 FIGURE_MINUTES = 1.0
-# issue 38: each core at most 60 honest minutes. The cores measured 69-84 min at these rates until
-# 2026-11-29, when what does not carry a lesson's answer was trimmed or marked optional; lesson 1 last
-# (67.5 -> 59.9 min, 2026-12-07): §4.3 keeps the LeakyReLU evidence core (N12) and its survey of six
-# activations optional, the same error after tanh/exp/softmax and the verdicts on optional sections'
-# claims went optional, §4.1's two cells became one
+# issue 38: each lesson's core at most 60 minutes at these rates (tests/test_start_page.py)
 CORE_LIMIT_MINUTES = 60
 # writing and checking each exercise's answers: the authors' estimate (minutes), not measured
 WORK_MINUTES = {
