@@ -66,8 +66,9 @@ lab: system-packages-lab $(STAMP)
 		--LabApp.default_url=/$(START_PAGE) \
 		--ServerApp.terminado_settings=shell_command="$${SHELL:-/bin/sh}" $(ROOT_FLAG) $(LAB_ARGS)
 
-# Stock nbgrader's grades of the fixtures come from tests/fixtures/stock/ when nothing they depend on
-# changed (tests/stock_memo.py); AUTOGRADER_STOCK_MEMO=0 make test runs nbgrader on all of them.
+# Stock nbgrader's grades of the fixtures, the fixture courses and the fuzzer's fixed budget come
+# from tests/fixtures/stock/ when nothing they depend on changed (tests/stock_memo.py);
+# AUTOGRADER_STOCK_MEMO=0 make test runs nbgrader on all of them.
 test: system-packages-test $(STAMP)
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 

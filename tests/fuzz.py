@@ -1213,10 +1213,26 @@ def _ours(r) -> tuple:
 STOCK_ERRORS = []
 
 
-def grade_stock(root, assignment, students=None):
+def grade_stock(root, assignment, students=None, memo=None):
     """A real `nbgrader generate_assignment` + `nbgrader autograde` of one assignment:
-    {(student, assignment, notebook, grade_id): score} over the test cells."""
-    env = _env()
+    {(student, assignment, notebook, grade_id): score} over the test cells. ``memo``: a name under
+    which tests/stock_memo.py keeps the scores with the inputs they came from (every file of the
+    folder, the Python, requirements.lock, the autograder modules the kernels imported): taken
+    from there when every input hashes the same, run and recorded otherwise."""
+    if memo is None or students is not None:
+        return _grade_stock(root, assignment, students, {})[0]
+    import stock_memo  # tests/ (on sys.path under pytest)
+
+    notebooks = len(list(Path(root).glob(f"submitted/*/{assignment}/*.ipynb")))
+    return stock_memo.recorded_run(
+        memo, root, notebooks, lambda env: _grade_stock(root, assignment, None, env)
+    )
+
+
+def _grade_stock(root, assignment, students, extra_env):
+    """grade_stock's real run, with ``extra_env`` added: (scores, whether both commands exited 0)."""
+    env = {**_env(), **extra_env}
+    ok = True
     cmd = [
         sys.executable,
         "-m",
@@ -1258,7 +1274,8 @@ def grade_stock(root, assignment, students=None):
             if step is not cmd:
                 raise RuntimeError(message)
             STOCK_ERRORS.append(message)  # what it graded still counts; a cell it did not differs
-    return read_stock(root, assignment)
+            ok = False
+    return read_stock(root, assignment), ok
 
 
 def read_stock(root, assignment):
@@ -1298,10 +1315,12 @@ def _assignment_copy(root, dest, assignment):
             shutil.copytree(student / assignment, dest / "submitted" / student.name / assignment)
 
 
-def run(root, courses, hostile_seed=None, stock_jobs=5):
+def run(root, courses, hostile_seed=None, stock_jobs=5, memo=None):
     """Grade every course (and the hostile twin) both ways, compare every test cell. Stock grades
     each assignment in a copy of its own (its own gradebook), `stock_jobs` at a time, while
-    `autograder grade` grades the whole folder."""
+    `autograder grade` grades the whole folder. ``memo``: a prefix under which each assignment's
+    stock scores are kept with their inputs (grade_stock), for a seeded budget run again and
+    again (tests/test_fuzz.py); the long run never keeps them."""
     from concurrent.futures import ThreadPoolExecutor
 
     STOCK_ERRORS.clear()
@@ -1325,7 +1344,7 @@ def run(root, courses, hostile_seed=None, stock_jobs=5):
         return got
 
     def stock_job(a):
-        return grade_stock(stock_root / a, a)
+        return grade_stock(stock_root / a, a, memo=None if memo is None else f"{memo}-{a}")
 
     with ThreadPoolExecutor(max_workers=1 + stock_jobs) as pool:
         ours_future = pool.submit(ours_job)

@@ -15,6 +15,11 @@ commit it). A run in which fewer kernels recorded than it graded notebooks store
 Whatever the memo holds, tests/test_autograde.py::test_the_memo_is_what_stock_nbgrader_gives
 runs the real `nbgrader autograde` on every assignment's solution and blank release in every
 test run and requires the grades the memo gives for them.
+
+:func:`recorded_run` keeps any other stock run's scores the same way, for a course folder the
+tests copy and grade as it is (the fixture courses, the fuzzer's seeded fixed budget): its inputs
+are every file of the folder as the run starts, the Python, requirements.lock and the kernels'
+autograder modules, in tests/fixtures/stock/<name>.json.
 """
 
 from __future__ import annotations
@@ -111,21 +116,17 @@ def _importable(name: str) -> bool:
         return False
 
 
-def stock_autograde(folder, assignment: str) -> dict:
-    """autograder.course.stock_autograde of one assignment: from the memo when nothing it depends
-    on changed; otherwise run, recording which autograder modules its kernels loaded."""
-    from autograder.course import stock_autograde as real
-
-    now = inputs(assignment)
-    grades = load(assignment, now)
-    if grades is not None:
-        return grades
-    folder = Path(folder)
+def _recording(folder: Path) -> tuple[Path, dict]:
+    """A folder for tests/stock_site's records, and the environment that makes a run write them."""
     record = folder / "kernel-modules"
     record.mkdir(parents=True, exist_ok=True)
     path = os.pathsep.join([str(REPO / "tests" / "stock_site"), os.environ.get("PYTHONPATH", "")])
-    env = {"AUTOGRADER_STOCK_RECORD": str(record), "PYTHONPATH": path.rstrip(os.pathsep)}
-    grades = real(folder, [assignment], env=env)[assignment]
+    return record, {"AUTOGRADER_STOCK_RECORD": str(record), "PYTHONPATH": path.rstrip(os.pathsep)}
+
+
+def _kernel_modules(record: Path, notebooks: int) -> dict | None:
+    """``{file: sha256}`` of every module the run's kernels imported; None (store nothing) when fewer
+    kernels recorded than the run graded notebooks, or a file is gone."""
     reports = [p.read_text().splitlines() for p in record.glob("*.txt")]
     kernels = [r for r in reports if r and "ipykernel" in r[0]]
     files = set()
@@ -139,7 +140,76 @@ def stock_autograde(folder, assignment: str) -> dict:
                 files.add(str(Path(origin).resolve().relative_to(REPO)))
             except ValueError:
                 files.add(origin)  # outside the repository: never matches, so never reused
-    hashes = _hashes(sorted(files))
-    if enabled() and len(kernels) >= len(submissions(assignment)) and hashes is not None:
+    if len(kernels) < notebooks:
+        return None
+    return _hashes(sorted(files))
+
+
+def stock_autograde(folder, assignment: str) -> dict:
+    """autograder.course.stock_autograde of one assignment: from the memo when nothing it depends
+    on changed; otherwise run, recording which autograder modules its kernels loaded."""
+    from autograder.course import stock_autograde as real
+
+    now = inputs(assignment)
+    grades = load(assignment, now)
+    if grades is not None:
+        return grades
+    record, env = _recording(Path(folder))
+    grades = real(folder, [assignment], env=env)[assignment]
+    hashes = _kernel_modules(record, len(submissions(assignment)))
+    if enabled() and hashes is not None:
         store(assignment, now, hashes, grades)
     return grades
+
+
+def folder_inputs(root) -> dict:
+    """What a stock run from the course folder ``root`` depends on, but the kernels' modules, as
+    hashes: the Python, requirements.lock, and every file under ``root`` (its nbgrader_config.py,
+    source/ and submitted/: the folder as the run starts)."""
+    import platform
+
+    root = Path(root)
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {
+        "version": VERSION,
+        "python": platform.python_version(),
+        "requirements.lock": _sha((REPO / "requirements.lock").read_bytes()),
+        "files": {str(p.relative_to(root)): _sha(p.read_bytes()) for p in files},
+    }
+
+
+def recorded_run(name: str, root, notebooks: int, run) -> dict:
+    """``run(env)`` - a stock run from the course folder ``root`` with ``env`` added to its
+    environment, returning ``(scores, ok)``, ``scores`` a dict with tuple keys - once for these
+    inputs: the scores kept in tests/fixtures/stock/<name>.json when every file under ``root``
+    and every kernel module hash as they did when it was recorded; otherwise run, and recorded
+    when ``ok`` and every one of the ``notebooks`` kernels reported what it imported."""
+    root = Path(root)
+    now = folder_inputs(root)
+    path = FOLDER / f"{name}.json"
+    if enabled() and path.exists():
+        try:
+            memo = json.loads(path.read_text())
+        except ValueError:
+            memo = {}
+        kernel = memo.get("kernel modules")
+        if (
+            memo.get("inputs") == now
+            and isinstance(kernel, dict)
+            and _hashes(sorted(kernel)) == kernel
+        ):
+            return {tuple(k): v for k, v in memo["scores"]}
+    record, env = _recording(root.parent / f"{root.name}-record")
+    scores, ok = run(env)
+    hashes = _kernel_modules(record, notebooks)
+    if enabled() and ok and hashes is not None:
+        FOLDER.mkdir(parents=True, exist_ok=True)
+        memo = {
+            "inputs": now,
+            "kernel modules": hashes,
+            "scores": sorted([list(k), v] for k, v in scores.items()),
+        }
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(memo, indent=1, sort_keys=True) + "\n")
+        tmp.replace(path)
+    return scores

@@ -87,8 +87,28 @@ def rows(path):
         return list(csv.DictReader(fh))
 
 
-def stock_scores(course_root, assignment):
-    """Real `nbgrader autograde` from the course's folder: {(student, notebook, grade_id): score}."""
+def stock_scores(course_root, assignment, memo=None):
+    """Real `nbgrader autograde` from the course's folder: {(student, notebook, grade_id): score}.
+    ``memo``: a name under which tests/stock_memo.py keeps the scores with the inputs they came
+    from (every file of the folder, the Python, requirements.lock, the autograder modules the
+    kernels imported): taken from there when every input hashes the same, run and recorded
+    otherwise (for a caller that reads nothing else of stock's run)."""
+    if memo is None:
+        return _stock_scores(course_root, assignment, {})
+    from stock_memo import recorded_run
+
+    notebooks = len(list(Path(course_root).glob(f"submitted/*/{assignment}/*.ipynb")))
+    return recorded_run(
+        memo,
+        course_root,
+        notebooks,
+        lambda extra: (_stock_scores(course_root, assignment, extra), True),
+    )
+
+
+def _stock_scores(course_root, assignment, extra_env):
+    """stock_scores' real run, with ``extra_env`` added to the environment (run raises on a
+    failure, so nothing is recorded)."""
     run(
         [
             sys.executable,
@@ -101,7 +121,7 @@ def stock_scores(course_root, assignment):
         ],
         cwd=course_root,
         timeout=None,
-        env=env(),
+        env={**env(), **extra_env},
     )
     with stock_kernels() as kernels:  # (issue 34: no TCP port race between kernels)
         run(
@@ -117,7 +137,7 @@ def stock_scores(course_root, assignment):
             + kernels,
             cwd=course_root,
             timeout=None,
-            env=env(),
+            env={**env(), **extra_env},
         )
     from nbgrader.api import Gradebook
 
@@ -270,7 +290,7 @@ def test_course_not_written_for_this_grader_gets_exactly_nbgrader_autograde_scor
     proc = grade(ours, "--out", ours / "out")
     assert proc.returncode == 0, explain(proc)
     got = rows(ours / "out" / "grades.csv")
-    expected = stock_scores(stock, assignment)
+    expected = stock_scores(stock, assignment, memo=f"course-{name}")
     assert {
         (r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got
     } == expected
@@ -335,7 +355,7 @@ def test_test_cells_the_judge_cannot_run_are_graded_in_one_kernel(tmp_path):
     assert {r["status"] for r in got if r["grade_id"] != "test_mean"} == {"ok"}
     assert {
         (r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got
-    } == stock_scores(stock, "hw1")
+    } == stock_scores(stock, "hw1", memo="course-stats101-magic")
     calibration = (tmp_path / "out" / "calibration.txt").read_text()
     assert "test_mean: it uses IPython syntax" in calibration
     assert "calibration: hw1/hw1: two verdicts on" in proc.stdout
@@ -363,7 +383,7 @@ def test_a_source_whose_solution_fails_a_test_is_graded_as_stock(tmp_path):
     assert {r["status"] for r in got if r["grade_id"] != "test_mean"} == {"ok"}
     assert {
         (r["student"], r["notebook"], r["grade_id"]): float(r["score"]) for r in got
-    } == stock_scores(stock, "hw1")
+    } == stock_scores(stock, "hw1", memo="course-stats101-failing")
     calibration = (tmp_path / "out" / "calibration.txt").read_text()
     assert "test_mean: the solution does not get full marks on it even in one kernel" in calibration
 

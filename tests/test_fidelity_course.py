@@ -32,7 +32,7 @@ def pyidioms(tmp_path_factory):
     shutil.copytree(FIXTURE, stock)
     shutil.copytree(FIXTURE, ours)
     proc = grade(ours, "--out", ours / "out")
-    return {"stock": stock_scores(stock, "ps1"), "proc": proc, "ours": ours}
+    return {"stock": stock_scores(stock, "ps1", memo="course-pyidioms"), "proc": proc, "ours": ours}
 
 
 def test_idioms_course_gets_exactly_nbgrader_autograde_scores(pyidioms):

@@ -52,7 +52,12 @@ def statey(tmp_path_factory):
     shutil.copytree(COURSES / "statey", stock)
     shutil.copytree(COURSES / "statey", ours)
     proc = grade(ours, "--out", ours / "out")
-    return {"stock": stock_scores(stock, "hw1"), "proc": proc, "ours": ours, "out": ours / "out"}
+    return {
+        "stock": stock_scores(stock, "hw1", memo="course-statey"),
+        "proc": proc,
+        "ours": ours,
+        "out": ours / "out",
+    }
 
 
 def test_one_kernels_verdict_is_stocks_and_counts(statey):
