@@ -2,6 +2,9 @@
 `autograder grade` and by a real `nbgrader autograde`, compared test cell by test cell, and the
 hostile twin (student code writing the test's names and objects never scores above stock's score
 for the honest wrong twin). The long run is `python -m tests.fuzz --n 50 --seed S` (`make fuzz`).
+Stock's scores of the fixed budget are those of a real run on exactly the same inputs, kept in
+tests/fixtures/stock/fuzz-*.json (tests/stock_memo.py's recorded_run; any changed file runs
+nbgrader again); the long run always runs it.
 
 Every idiom of the grammar is generated (4 seeded courses, `fuzz.fixed_budget`) and each has its
 own test: agreement on every cell of its units. The classes issue 26 lists as graded wrong today
