@@ -1009,7 +1009,7 @@ def write_course(course, root):
                     cells.append(test_cell(c[1], c[2], c[3]))
                 else:
                     cells.append(new_code_cell(c))
-        source = new_notebook(cells=cells, metadata=KERNELSPEC)
+        source = _numbered(new_notebook(cells=cells, metadata=KERNELSPEC))
         folder = root / "source" / course.name
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(source, folder / f"{nb_name}.ipynb")
@@ -1024,6 +1024,14 @@ def write_course(course, root):
             out = root / "submitted" / student / course.name
             out.mkdir(parents=True, exist_ok=True)
             nbformat.write(sub, out / f"{nb_name}.ipynb")
+
+
+def _numbered(nb):
+    """``nb`` with its cells' ids numbered in order (nbformat draws them at random): a seed then
+    gives the same files, byte for byte (tests/stock_memo.py keeps stock's scores by their hashes)."""
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"
+    return nb
 
 
 # --------------------------------------------------------------------------- the hostile twin
@@ -1153,7 +1161,7 @@ def write_hostile(root, seed, name="hostile"):
     for key, (right, _wrong, test, _target, _expr) in units.items():
         cells.append(answer_cell(f"{key}_ans", right))
         cells.append(test_cell(f"{key}_t", test, 1))
-    source = new_notebook(cells=cells, metadata=KERNELSPEC)
+    source = _numbered(new_notebook(cells=cells, metadata=KERNELSPEC))
     (root / "source" / name).mkdir(parents=True, exist_ok=True)
     nbformat.write(source, root / "source" / name / f"{name}.ipynb")
     students = {

@@ -75,8 +75,16 @@ def fuzzed(tmp_path_factory):
     return {"result": result, "summary": summary, "elapsed": elapsed, "root": root}
 
 
-def test_generator_is_seeded_and_every_cell_is_python():
+def test_generator_is_seeded_and_every_cell_is_python(tmp_path):
     one, two = fuzz.fixed_budget(), fuzz.fixed_budget()
+    for course in one:  # the same files, byte for byte (stock's scores are kept by their hashes)
+        fuzz.write_course(course, tmp_path / "one")
+    for course in two:
+        fuzz.write_course(course, tmp_path / "two")
+    files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*.ipynb"))
+    assert files and all(
+        (tmp_path / "one" / f).read_bytes() == (tmp_path / "two" / f).read_bytes() for f in files
+    )
     assert [(c.name, c.cell_idiom, c.students) for c in one] == [
         (c.name, c.cell_idiom, c.students) for c in two
     ]
