@@ -79,9 +79,9 @@ def _hashes(files) -> dict[str, str] | None:
     return out
 
 
-def load(assignment: str, inputs_now: dict):
-    """The recorded grades, if recorded from exactly these inputs and these kernel modules."""
-    path = FOLDER / f"{assignment}.json"
+def _recorded(name: str, inputs_now: dict) -> dict | None:
+    """tests/fixtures/stock/<name>.json, if recorded from exactly these inputs and kernel modules."""
+    path = FOLDER / f"{name}.json"
     if not enabled() or not path.exists():
         return None
     try:
@@ -93,6 +93,22 @@ def load(assignment: str, inputs_now: dict):
         return None
     if _hashes(sorted(kernel)) != kernel:
         return None
+    return memo
+
+
+def _record(name: str, memo: dict) -> None:
+    FOLDER.mkdir(parents=True, exist_ok=True)
+    path = FOLDER / f"{name}.json"
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(memo, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def load(assignment: str, inputs_now: dict):
+    """The recorded grades, if recorded from exactly these inputs and these kernel modules."""
+    memo = _recorded(assignment, inputs_now)
+    if memo is None:
+        return None
     return {
         student: {nb: {gid: tuple(v) for gid, v in grades.items()} for nb, grades in nbs.items()}
         for student, nbs in memo["grades"].items()
@@ -100,12 +116,7 @@ def load(assignment: str, inputs_now: dict):
 
 
 def store(assignment: str, inputs_now: dict, kernel: dict, grades: dict) -> None:
-    FOLDER.mkdir(parents=True, exist_ok=True)
-    path = FOLDER / f"{assignment}.json"
-    memo = {"inputs": inputs_now, "kernel modules": kernel, "grades": grades}
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(memo, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    _record(assignment, {"inputs": inputs_now, "kernel modules": kernel, "grades": grades})
 
 
 def _importable(name: str) -> bool:
@@ -178,38 +189,22 @@ def folder_inputs(root) -> dict:
     }
 
 
-def recorded_run(name: str, root, notebooks: int, run) -> dict:
-    """``run(env)`` - a stock run from the course folder ``root`` with ``env`` added to its
-    environment, returning ``(scores, ok)``, ``scores`` a dict with tuple keys - once for these
-    inputs: the scores kept in tests/fixtures/stock/<name>.json when every file under ``root``
-    and every kernel module hash as they did when it was recorded; otherwise run, and recorded
-    when ``ok`` and every one of the ``notebooks`` kernels reported what it imported."""
+def recorded_run(name: str, root, assignment: str, run) -> dict:
+    """``run(env)`` - a stock run of ``assignment`` from the course folder ``root`` with ``env``
+    added to its environment, returning ``(scores, ok)``, ``scores`` a dict with tuple keys - once
+    for these inputs: the scores kept in tests/fixtures/stock/<name>.json when every file under
+    ``root`` and every kernel module hash as they did when it was recorded; otherwise run, and
+    recorded when ``ok`` and every submitted notebook's kernel reported what it imported."""
     root = Path(root)
     now = folder_inputs(root)
-    path = FOLDER / f"{name}.json"
-    if enabled() and path.exists():
-        try:
-            memo = json.loads(path.read_text())
-        except ValueError:
-            memo = {}
-        kernel = memo.get("kernel modules")
-        if (
-            memo.get("inputs") == now
-            and isinstance(kernel, dict)
-            and _hashes(sorted(kernel)) == kernel
-        ):
-            return {tuple(k): v for k, v in memo["scores"]}
+    memo = _recorded(name, now)
+    if memo is not None:
+        return {tuple(k): v for k, v in memo["scores"]}
+    notebooks = len(list(root.glob(f"submitted/*/{assignment}/*.ipynb")))
     record, env = _recording(root.parent / f"{root.name}-record")
     scores, ok = run(env)
     hashes = _kernel_modules(record, notebooks)
     if enabled() and ok and hashes is not None:
-        FOLDER.mkdir(parents=True, exist_ok=True)
-        memo = {
-            "inputs": now,
-            "kernel modules": hashes,
-            "scores": sorted([list(k), v] for k, v in scores.items()),
-        }
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(memo, indent=1, sort_keys=True) + "\n")
-        tmp.replace(path)
+        scores_kept = sorted([list(k), v] for k, v in scores.items())
+        _record(name, {"inputs": now, "kernel modules": hashes, "scores": scores_kept})
     return scores

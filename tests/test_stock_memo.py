@@ -17,6 +17,8 @@ def memo(tmp_path, monkeypatch):
     (course / "source" / "hw1").mkdir(parents=True)
     (course / "source" / "hw1" / "hw1.ipynb").write_text("{}")
     (course / "nbgrader_config.py").write_text("c = get_config()\n")
+    (course / "submitted" / "alice" / "hw1").mkdir(parents=True)
+    (course / "submitted" / "alice" / "hw1" / "hw1.ipynb").write_text("{}")
     calls = []
 
     def stand_in(kernels=1, ok=True, score=1.0):
@@ -36,18 +38,22 @@ def memo(tmp_path, monkeypatch):
 
 
 def test_the_same_inputs_reuse_the_scores(memo):
-    first = stock_memo.recorded_run("x", memo["course"], 1, memo["run"]())
-    again = stock_memo.recorded_run("x", memo["course"], 1, memo["run"](score=0.0))
+    first = stock_memo.recorded_run("x", memo["course"], "hw1", memo["run"]())
+    again = stock_memo.recorded_run("x", memo["course"], "hw1", memo["run"](score=0.0))
     assert first == again == {("alice", "hw1", "test_a"): 1.0}
     assert len(memo["calls"]) == 1
     kept = json.loads((stock_memo.FOLDER / "x.json").read_text())
     assert set(kept["kernel modules"]) == {"autograder/__init__.py", "autograder/checks.py"}
-    assert set(kept["inputs"]["files"]) == {"nbgrader_config.py", "source/hw1/hw1.ipynb"}
+    assert set(kept["inputs"]["files"]) == {
+        "nbgrader_config.py",
+        "source/hw1/hw1.ipynb",
+        "submitted/alice/hw1/hw1.ipynb",
+    }
 
 
 @pytest.mark.parametrize("change", ["file", "new file", "kernel module", "python", "off"])
 def test_any_changed_input_runs_stock_again(memo, monkeypatch, change):
-    stock_memo.recorded_run("x", memo["course"], 1, memo["run"]())
+    stock_memo.recorded_run("x", memo["course"], "hw1", memo["run"]())
     path = stock_memo.FOLDER / "x.json"
     if change == "file":
         (memo["course"] / "source" / "hw1" / "hw1.ipynb").write_text('{"cells": []}')
@@ -64,13 +70,18 @@ def test_any_changed_input_runs_stock_again(memo, monkeypatch, change):
         path.write_text(json.dumps(kept))
     else:
         monkeypatch.setenv("AUTOGRADER_STOCK_MEMO", "0")
-    got = stock_memo.recorded_run("x", memo["course"], 1, memo["run"](score=0.0))
+    got = stock_memo.recorded_run("x", memo["course"], "hw1", memo["run"](score=0.0))
     assert got == {("alice", "hw1", "test_a"): 0.0}
     assert len(memo["calls"]) == 2
 
 
 @pytest.mark.parametrize("how", ["failed", "a kernel did not report"])
 def test_a_run_that_cannot_be_trusted_is_not_kept(memo, how):
-    run = memo["run"](ok=False) if how == "failed" else memo["run"](kernels=1)
-    stock_memo.recorded_run("x", memo["course"], 2 if how != "failed" else 1, run)
+    if how == "failed":
+        run = memo["run"](ok=False)
+    else:  # two notebooks submitted, one kernel's record
+        (memo["course"] / "submitted" / "bob" / "hw1").mkdir(parents=True)
+        (memo["course"] / "submitted" / "bob" / "hw1" / "hw1.ipynb").write_text("{}")
+        run = memo["run"](kernels=1)
+    stock_memo.recorded_run("x", memo["course"], "hw1", run)
     assert not (stock_memo.FOLDER / "x.json").exists()
