@@ -83,3 +83,22 @@ def test_installed_versions_match_the_lock():
         assert installed == pinned, (
             f"{name}: installed {installed}, pinned {pinned} (run `make venv`)"
         )
+
+
+def test_reading_a_notebook_builds_no_iri_grammar():
+    """jsonschema 4.25+ imports rfc3987-syntax, which builds an Earley parser for RFC 3987 at
+    import: 1.4 s of CPU (2026-12-07, this machine) in every process that imports nbformat -
+    every `autograder grade`, `autograder check`, nbgrader command and `alembic` run nbgrader
+    starts. pyproject.toml holds jsonschema at 4.24.1, which has no such import; this fails the
+    day an upgrade brings it back."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, nbformat, nbgrader.apps.autogradeapp; "
+        "print(sorted(m for m in ('rfc3987_syntax', 'lark') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]", out
