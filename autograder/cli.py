@@ -37,19 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _fast_start():
-    """nbformat imports jsonschema, whose format checkers import ``rfc3987_syntax`` when installed
-    (a JupyterLab dependency) - 1.5 to 3 s building a grammar at import, for an "iri" format no
-    notebook schema uses. Every ``autograder`` command reads notebooks: skip that import (jsonschema
-    then leaves the iri format unchecked, its documented behaviour without the package)."""
-    sys.modules.setdefault("rfc3987_syntax", None)
-
-
 NBGRADER_OPTION = re.compile(r"--[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*=.*")
 
 
 def main(argv=None) -> int:
-    _fast_start()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:

@@ -42,17 +42,10 @@ def pytest_sessionstart(session):
       reference notebooks finished within 1 s (within 0.5 s all but 7 of 345), and the tests'
       shortest such limits are 4 s (tests/test_grading.py) and 5 s (tests/test_serve.py):
       a margin of 4x over that load (docs/developer.md, "How CI validates").
-    * ``PYTHONPATH`` starts with tests/site: every Python process a test starts (stock nbgrader,
-      jupyter lab, kernels) skips one slow import no notebook needs, as `autograder` does
-      (tests/site/sitecustomize.py says which, and what it saves).
     """
     factory = session.config._tmp_path_factory
     os.environ["AUTOGRADER_CACHE"] = str(factory.mktemp("calibration-cache"))
     os.environ["AUTOGRADER_LOAD"] = "0"
-    site = str(REPO / "tests" / "site")
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [site, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
-    )
 
 
 @pytest.fixture(scope="session")
