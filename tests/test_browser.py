@@ -261,7 +261,8 @@ def run_cell(page, cell, tries=3):
     cell.scroll_into_view_if_needed()
     before = prompt.inner_text()
     seen = []
-    for _ in range(tries):
+    t0 = time.perf_counter()
+    for attempt in range(1, tries + 1):
         prompt.click()
         page.keyboard.press("Shift+Enter")
         start_by = time.monotonic() + 30
@@ -270,6 +271,9 @@ def run_cell(page, cell, tries=3):
             now = prompt.inner_text()
             seen.append(now)
             if re.fullmatch(r"\[\d+\]:?", now.strip()) and now != before:
+                TIMINGS.setdefault("run_cell_s_tries", []).append(
+                    [round(time.perf_counter() - t0, 1), attempt]
+                )
                 return
             if now == before and "*" not in now and time.monotonic() > start_by:
                 break  # never started, or dropped: run it again
@@ -403,6 +407,7 @@ def test_student_path(lab, page):
     shot(page, "02-exercise-opened.png")
 
     # 3. answers typed: the first right, the second with a typical mistake; save; run all
+    t0 = time.perf_counter()
     type_answer(page, cells.nth(index[names[0]]), answers[names[0]])
     shot(page, "03-answer-typed.png", cells.nth(index[names[0]]))
     type_answer(page, cells.nth(index[names[1]]), WRONG_INPLACE_RELU_IS_SAFE)
@@ -413,6 +418,7 @@ def test_student_path(lab, page):
         ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
         has_text="RuntimeError",
     ).first.wait_for()
+    TIMINGS["answers_typed_run_all_to_error_s"] = round(time.perf_counter() - t0, 1)
 
     # 4. the self-check, run from the notebook, says what is wrong
     check_cell = cells.nth(check_index)
@@ -427,8 +433,10 @@ def test_student_path(lab, page):
     shot(page, "04-self-check-wrong-answer.png", check_cell)
 
     # 5. fixed with the reference answer; save; restart the kernel and run everything
+    t0 = time.perf_counter()
     type_answer(page, cells.nth(index[names[1]]), answers[names[1]])
     save(page)
+    TIMINGS["answer_fixed_and_saved_s"] = round(time.perf_counter() - t0, 1)
     menu(page, "Kernel", "Restart Kernel and Run All Cells…")
     page.locator(".jp-Dialog .jp-mod-accept").click()
     t0 = time.perf_counter()
@@ -498,7 +506,9 @@ def test_student_path(lab, page):
     ).wait_for()
     mechanics = current_notebook(page)
     progress_cell = mechanics.locator(".jp-CodeCell", has_text='progress("../exercises")').first
+    t0 = time.perf_counter()
     wait_for_idle_kernel(page)
+    TIMINGS["progress_kernel_idle_s"] = round(time.perf_counter() - t0, 1)
     run_cell(page, progress_cell)
     t0 = time.perf_counter()
     text = wait_for_output(page, progress_cell, "exercises with full marks")
