@@ -172,36 +172,37 @@ def _is_notebook(item):
 # set-ups: each grading run, JupyterLab, the browser session, built once) and a notebook's nbval
 # cells whole (one kernel). (--dist loadgroup would allow finer units, but pytest-xdist 3.8.0's
 # groups do nothing under pytest 9.2: it renames item._nodeid, which pytest 9 no longer reads.)
-# The modules it starts first, longest first (worker-seconds each took in the full run of
-# 2026-11-28 23:35 on 2 cores, grading v5, its stock nbgrader runs taken from tests/stock_memo.py), so that the two
-# workers finish together; the rest keep their order. The lessons' nbval runs (each also its
-# figure check, tests/nbval_figures.py) go before the short modules, not last.
+# The modules it starts first, longest first (worker-seconds each took, the mean of two full runs
+# of 2026-12-07 on 2 cores, ad300cb and 2797d38, stock nbgrader's runs taken from
+# tests/stock_memo.py), so that the two workers finish together; the rest keep their order. The
+# lessons' nbval runs (each also its figure check, tests/nbval_figures.py) go before the short
+# modules, not last.
 FIRST = {
-    "tests/test_grading.py": 534,
-    # nbgrader's own autograde tests: 42 runs, each a class of its own (so spread over both
-    # workers); 1,840 s on one worker of a machine loaded at 8-11 (2026-11-29), not yet measured quiet
-    "tests/test_nbgrader_suite.py": 400,
-    "tests/test_serve.py": 247,
-    "tests/test_any_course.py": 235,
-    "tests/test_browser.py": 190,
-    "tests/test_selfcheck.py": 181,
-    "tests/test_fuzz.py": 142,
-    "tests/test_submit.py": 132,
-    "tests/test_site.py": 130,  # the site built once, searched, every page in chromium (2026-12-07)
-    "tests/test_autograde.py": 123,  # the real stock run of every solution and blank release
-    "tests/test_two_verdicts.py": 76,
-    "tests/test_fullcheck.py": 64,
-    "tests/test_gradebook.py": 58,
-    "tests/test_limits.py": 56,
-    "tests/test_serve_hub.py": 51,
+    # nbgrader's own autograde tests: 42 runs, each a class of its own (so spread over both workers)
+    "tests/test_nbgrader_suite.py": 430,
+    "tests/test_grading.py": 418,
+    "tests/test_browser.py": 283,  # 193 and 374: its waits stretch when the other worker is busy
+    "tests/test_selfcheck.py": 177,
+    "tests/test_serve.py": 151,
+    "tests/test_resume.py": 123,
+    "tests/test_autograde.py": 108,  # the real stock run of every solution and blank release
+    "tests/test_any_course.py": 104,
+    "tests/test_fullcheck.py": 73,
+    "tests/test_limits.py": 57,
+    "tests/test_gradebook.py": 51,
+    "tests/test_late.py": 47,
+    "tests/test_site.py": 43,  # the site built once, searched, every page in chromium
+    "tests/test_serve_multiuser.py": 40,
+    "tests/test_serve_hub.py": 38,
+    "tests/test_nbgrader_settings.py": 37,
     "tests/test_figures.py": 37,  # the checker on throwaway lessons
-    "tests/test_late.py": 60,  # (2026-11-29, measured alone: stock and ours on one course each)
-    "tests/test_autograde_settings.py": 40,
-    "tests/test_fidelity_course.py": 33,
-    "tests/test_doctor.py": 30,
-    "tests/test_exercises_sync.py": 23,
-    "tests/test_collect.py": 18,
-    **{str(lesson.relative_to(REPO)): 7 for lesson in sorted(REPO.glob("course/0[1-9]*.ipynb"))},
+    "tests/test_fuzz.py": 36,
+    "tests/test_submit.py": 34,
+    "tests/test_two_verdicts.py": 32,
+    "tests/test_autograde_settings.py": 28,
+    "tests/test_collect.py": 21,
+    "tests/test_doctor.py": 15,
+    **{str(lesson.relative_to(REPO)): 11 for lesson in sorted(REPO.glob("course/0[1-9]*.ipynb"))},
 }
 
 
