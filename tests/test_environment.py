@@ -102,3 +102,12 @@ def test_reading_a_notebook_builds_no_iri_grammar():
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]", out
+
+
+def test_the_workers_first_modules_exist():
+    """tests/conftest.py's FIRST orders make test's modules by measured worker-seconds; a name
+    that no longer exists (a module renamed or split) would order nothing, silently."""
+    from conftest import FIRST
+
+    missing = [name for name in FIRST if not (REPO / name).is_file()]
+    assert not missing, missing
