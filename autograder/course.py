@@ -153,9 +153,24 @@ class TempCourse:
             )
 
     def generate(self, db=True):
-        """``nbgrader generate_assignment`` for every assignment (writes ``exercises/``)."""
-        for name in self.assignments:
-            self.nbgrader("generate_assignment", name, "--force", *(() if db else ("--no-db",)))
+        """``nbgrader generate_assignment`` for every assignment (writes ``exercises/``).
+
+        When the course's source folder holds exactly its assignments, one command generates
+        them all: nbgrader takes a glob for the assignment, and ``"*"`` gives the same release
+        files and, up to its random ids, the same gradebook records as one command per
+        assignment (compared file by file and row by row on 2026-12-07); it pays nbgrader's
+        start-up (1.5-2 CPU-s a process) once instead of once per assignment."""
+        extra = () if db else ("--no-db",)
+        source = self.root / "solutions"
+        held = sorted(p.name for p in source.iterdir() if p.is_dir()) if source.is_dir() else []
+        if len(self.assignments) > 1 and held == sorted(self.assignments):
+            self.nbgrader("generate_assignment", "*", "--force", *extra)
+            missing = [a for a in self.assignments if not (self.root / "exercises" / a).is_dir()]
+            if missing:
+                raise RuntimeError(f"generate_assignment '*' released no {', '.join(missing)}")
+        else:
+            for name in self.assignments:
+                self.nbgrader("generate_assignment", name, "--force", *extra)
         return self.root / "exercises"
 
     def submit(
