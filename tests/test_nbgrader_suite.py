@@ -10,8 +10,10 @@ This module runs **that file, unmodified**: each scenario is nbgrader's test cla
 scenario left (:func:`_scenario_class`), and the suite module's ``run_nbgrader`` is replaced for
 the duration of each test by :func:`routed`, which passes every command to nbgrader as before
 *except* ``autograde``, which it runs as ``autograder grade`` (a real process, sandboxed, as an
-instructor runs it) with the arguments translated by :func:`translate`. So the count of passing
-scenarios in ``make test`` is the count of nbgrader's autograde scenarios the drop-in passes.
+instructor runs it) with the arguments translated by :func:`translate`. One more stand-in, for
+speed only: :func:`_alembic_head` (nbgrader's alembic revision, asked once per process). So the
+count of passing scenarios in ``make test`` is the count of nbgrader's autograde scenarios the
+drop-in passes.
 Stock passes every one (``pytest --pyargs nbgrader.tests.apps.test_nbgrader_autograde``:
 40 passed, 2 skipped by nbgrader itself, on the pinned 0.9.6, 2026-11-29).
 
@@ -33,6 +35,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from nbgrader import api as nbgrader_api
 from nbgrader.tests import run_nbgrader as nbgrader_run
 from nbgrader.tests.apps import test_nbgrader_autograde as suite
 from nbgrader.tests.apps.conftest import course_dir, db, temp_cwd  # noqa: F401 - nbgrader's fixtures
@@ -105,9 +108,23 @@ def routed(args: list[str], retcode: int = 0, env: dict | None = None, stdout: b
     return proc.stdout + proc.stderr
 
 
+@functools.cache
+def _alembic_head() -> str:
+    """nbgrader's ``get_alembic_version``, once per process: the head revision of the alembic
+    scripts nbgrader ships (``e43177bfe90b`` in 0.9.6), a constant of the installed nbgrader. Each
+    scenario's new gradebook asks for it, and stock asks ``alembic heads`` in a process of its own
+    every time (1.2-1.9 CPU-s each, nbgrader imported there too; 42 scenarios: about 70 CPU-s of
+    ``make test``, measured 2026-12-07). The gradebooks get the revision stock writes."""
+    return _stock_alembic_version()
+
+
+_stock_alembic_version = nbgrader_api.get_alembic_version
+
+
 @pytest.fixture(autouse=True)
 def _autograde_is_autograder_grade(monkeypatch, needs_bubblewrap):
     monkeypatch.setattr(suite, "run_nbgrader", routed)
+    monkeypatch.setattr(nbgrader_api, "get_alembic_version", _alembic_head)
     # nbgrader's database commands run `alembic` from PATH, as in nbgrader's own CI
     bin_dir = str(Path(sys.executable).parent)
     monkeypatch.setenv("PATH", os.pathsep.join([bin_dir, os.environ.get("PATH", "")]))
