@@ -145,8 +145,12 @@ def test_every_autograded_notebook_is_whole(runs):
 
 @pytest.fixture(scope="module")
 def two_notebooks(tmp_path_factory):
-    """A course whose assignment has two notebooks; its one student's second one takes a minute
-    (a cell sleeps): the run is killed once the first one's feedback page is written."""
+    """A course whose assignment has two notebooks; its one student's second one sleeps 15 s in
+    a cell, in each of its two runs (one kernel's, the judge's): the run is killed once the first
+    one's feedback page is written. With one sandbox that page comes after the second's first run
+    (the first's judge run waits for it), so the kill lands while the second's judge run sleeps:
+    a margin of 15 s for the 0.5 s the test waits after the page (a minute's sleep, until
+    2026-12-07, cost the suite 45 s more)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "courses"))
@@ -163,7 +167,7 @@ def two_notebooks(tmp_path_factory):
             [answer("f", code), test("test_f", 1, f"assert f() == {value}")],
             root / "source" / "ps1" / f"{name}.ipynb",
         )
-        late = "import time\ntime.sleep(60)\n" if name == "slow" else ""
+        late = "import time\ntime.sleep(15)\n" if name == "slow" else ""
         submit_answers(root, "ps1", name, {"stu": {"f": f"{late}def f():\n    return {value}"}})
     grade(root, "--out", root / "warm", "--no-gradebook", "--student", "nobody")  # calibration
     out = root / "out"
