@@ -168,9 +168,11 @@ def test_csv_has_exactly_the_columns_and_every_submission_its_rows(hostile):
 
 
 def test_a_loop_costs_the_judge_a_tenth_of_its_limit(hostile):
-    """A test one kernel ran past the limit on (``infinite-loop``: every ``test_modifies_in_place*``
-    loops) is run by the judge after it, under a tenth of the limit (at least 1 s): loops cost a
-    class their limit once, as in stock, not twice; the score is one kernel's 0 either way."""
+    """A test one kernel ran past the limit on (``infinite-loop``: its ``modifies_in_place`` loops
+    on an input with a NaN, which only ``test_modifies_in_place_input`` passes; the other tests
+    of the notebook pass) is run by the judge after it, under a tenth of the limit (at least 1 s):
+    loops cost a class their limit once, as in stock, not twice; the score is one kernel's 0
+    either way."""
     from autograder.grading.host.supervisor import after_kernel_limit
 
     assert after_kernel_limit(4) == 1 and after_kernel_limit(120) == 12
@@ -178,7 +180,7 @@ def test_a_loop_costs_the_judge_a_tenth_of_its_limit(hostile):
     rows = [
         r
         for r in hostile["rows"]
-        if r["student"] == "infinite-loop" and r["grade_id"].startswith("test_modifies_in_place")
+        if r["student"] == "infinite-loop" and r["grade_id"] == "test_modifies_in_place_input"
     ]
     assert rows and all(r["status"] == "timeout" and r["score"] == "0" for r in rows), rows
     assert all("checked again here for 1 s" in r["judge_reason"] for r in rows), rows
