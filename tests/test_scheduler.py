@@ -224,3 +224,38 @@ def test_a_task_that_kills_every_worker_it_lands_on_ends_as_its_own_error(monkey
     result, error = got["killer"]
     assert result is None and "KilledWorker" in error, error
     assert f"on {tries + 1} different workers" in error, error  # Dask's count, then not again
+
+
+def test_an_exception_from_a_dask_future_is_the_clusters_and_the_task_runs_again_alone():
+    """On a cluster, grade_task returns every error of its own, so an exception its future raises
+    is the cluster's: distributed's ClientExecutor failed unpacking the result of a task Dask had
+    to compute twice (a worker died before the result was fetched) with a ValueError, for a task
+    that had not failed. Such a task runs once more, alone, after the others (and comes back
+    graded); one that raises again gets that exception as its error, and the run goes on."""
+    import concurrent.futures as cf
+
+    class Flaky(scheduler.DaskExecutor):
+        def __init__(self):  # no cluster: the futures are made here
+            self.submitted: list = []
+
+        def submit(self, fn, /, *args, **kwargs):
+            key = args[0]["id"]
+            self.submitted.append(key)
+            future: cf.Future = cf.Future()
+            if key == "broken" or (key == "lost" and self.submitted.count(key) == 1):
+                future.set_exception(ValueError("not enough values to unpack (expected 3, got 2)"))
+            else:
+                future.set_result({"result": {"id": key}, "error": None})
+            return future
+
+        submit_first = submit
+
+    pool = Flaky()
+    got = {}
+    tasks = [(k, {"id": k}) for k in ("lost", "broken", "a")]
+    scheduler.run(pool, tasks, lambda k, r, e: got.__setitem__(k, (r, e)), Options())
+    assert got["a"] == ({"id": "a"}, None) and got["lost"] == ({"id": "lost"}, None), got
+    result, error = got["broken"]
+    assert result is None and "ValueError: not enough values to unpack" in error, error
+    assert pool.submitted[:3] == ["lost", "broken", "a"]  # then each again, one at a time
+    assert sorted(pool.submitted[3:]) == ["broken", "lost"], pool.submitted

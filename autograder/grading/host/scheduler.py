@@ -193,8 +193,20 @@ def run(executor: cf.Executor, tasks, on_result, options: Options):
     A task that Dask gives up on because workers died under it (``KilledWorker``, after
     ``distributed.scheduler.allowed-failures`` deaths) may only have been queued beside the task
     that killed them: Dask counts every task on a dying worker. So it is run once more, alone,
-    after everything else; what kills its worker then is that task's own error."""
+    after everything else; what kills its worker then is that task's own error.
+
+    On a Dask cluster that holds for *any* exception a task's future raises: :func:`grade_task`
+    returns every error of its own (``{"result", "error"}``), so an exception there is the
+    cluster's. One seen here: a task finished on a worker that died before its result was
+    fetched; Dask computed it again, and distributed's ``ClientExecutor`` (``_cascade_future``,
+    2026.8.0) read the future's status after the second fetch, found it no longer "finished" and
+    failed unpacking the result: ``ValueError: not enough values to unpack (expected 3, got 2)``
+    for a task that had not failed (caught in 1 of 10 runs of that test's scenario in a loop at a
+    load of about 8 on 2 cores, 2026-12-07; the test itself failed the same way, an innocent task
+    with an error, in 2 of about 60 runs). Such a task, too, runs once more alone; the second
+    exception is its row's error."""
     first = getattr(executor, "submit_first", executor.submit)
+    dask = isinstance(executor, DaskExecutor)
     futures: dict = {}  # future -> (key, task)
 
     def submit(key, task, ahead):
@@ -222,7 +234,8 @@ def run(executor: cf.Executor, tasks, on_result, options: Options):
             try:
                 out = future.result()
             except Exception as exc:  # noqa: BLE001 - a lost Dask worker: the task is reported as failed
-                if type(exc).__name__ == "KilledWorker" and key not in tried_alone:
+                cluster = dask or type(exc).__name__ == "KilledWorker"
+                if cluster and key not in tried_alone:
                     alone.append((key, task))
                     continue
                 more = on_result(key, None, traceback.format_exc())
