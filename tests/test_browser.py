@@ -290,7 +290,7 @@ def run_cell(page, cell, tries=3):
 def _dropped(page, prompt) -> bool:
     """The prompt still reads "[*]" while the notebook's kernel has been idle for a second: the
     run request was dropped. In a full run of 2026-12-07 the progress cell's first try took the
-    whole 180 s (timings.json: 194.6 s, 2 tries; the wait for an idle kernel just before: 0.4 s) and
+    whole 180 s (timings.json: 194.6 s, 2 tries; the kernel idle 0.4 s before the request) and
     the second ran at once; of the prompts the loop watches for, only a "[*]" kept to the end
     stops none of its tests."""
     idle = page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"ipykernel\)? \| Idle"))
