@@ -255,8 +255,8 @@ def run_cell(page, cell, tries=3):
     """Select ``cell`` by its prompt and run it (Shift+Enter) until it has run: its prompt shows
     a number. A click that lands while a just-opened notebook is still laying out selects nothing
     (the prompt never changes), and a run requested while the notebook's new kernel is starting
-    can be dropped ("[*]" back to "[ ]", seen once in a full run on 2 loaded cores; or "[*]" kept
-    while the kernel is idle: :func:`_dropped`): all are tried again."""
+    can be dropped ("[*]" back to "[ ]", seen once in a full run on 2 loaded cores): both are
+    tried again."""
     prompt = cell.locator(".jp-InputPrompt")
     cell.scroll_into_view_if_needed()
     before = prompt.inner_text()
@@ -279,26 +279,10 @@ def run_cell(page, cell, tries=3):
                 break  # never started, or dropped: run it again
             if now.strip().startswith("[ ]") and any("*" in p for p in seen):
                 break  # started, then dropped
-            if "*" in now and time.monotonic() > start_by and _dropped(page, prompt):
-                break  # "[*]" with the kernel idle: dropped without going back to "[ ]"
             time.sleep(0.2)
         seen.clear()
         cell.scroll_into_view_if_needed()
     raise AssertionError(f"the cell never ran: its prompt reads {prompt.inner_text()!r}")
-
-
-def _dropped(page, prompt) -> bool:
-    """The prompt still reads "[*]" while the notebook's kernel has been idle for a second: the
-    run request was dropped. In a full run of 2026-12-07 the progress cell's first try took the
-    whole 180 s (timings.json: 194.6 s, 2 tries; the kernel idle 0.4 s before the request) and
-    the second ran at once; of the prompts the loop watches for, only a "[*]" kept to the end
-    stops none of its tests."""
-    idle = page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"ipykernel\)? \| Idle"))
-    for _ in range(5):
-        if idle.count() == 0 or "*" not in prompt.inner_text():
-            return False
-        time.sleep(0.2)
-    return True
 
 
 def wait_for_idle_kernel(page):
