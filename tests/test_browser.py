@@ -267,9 +267,13 @@ def run_cell(page, cell, tries=3):
         page.keyboard.press("Shift+Enter")
         start_by = time.monotonic() + 30
         deadline = time.monotonic() + TIMEOUT_MS / 1000
+        next_sample = time.monotonic() + 20
         while time.monotonic() < deadline:
             now = prompt.inner_text()
             seen.append(now)
+            if time.monotonic() > next_sample:  # a slow try: what the page and the server say
+                next_sample += 10
+                TIMINGS.setdefault("run_cell_slow_polls", []).append(_slow_poll(page, attempt, now))
             if re.fullmatch(r"\[\d+\]:?", now.strip()) and now != before:
                 TIMINGS.setdefault("run_cell_s_tries", []).append(
                     [round(time.perf_counter() - t0, 1), attempt]
@@ -283,6 +287,22 @@ def run_cell(page, cell, tries=3):
         seen.clear()
         cell.scroll_into_view_if_needed()
     raise AssertionError(f"the cell never ran: its prompt reads {prompt.inner_text()!r}")
+
+
+def _slow_poll(page, attempt, prompt_text) -> dict:
+    """One sample of a run that is taking long (diagnosis only, into timings.json): the clock
+    (to match artifacts/browser/jupyterlab.log), the prompt, the status bar, and the server's
+    own view of each session's kernel (GET /api/sessions with the page's cookie)."""
+    sample = {"at": time.strftime("%H:%M:%S"), "try": attempt, "prompt": prompt_text}
+    try:
+        sample["status_bar"] = " / ".join(page.locator(".jp-StatusBar").all_inner_texts())[:300]
+        sample["sessions"] = page.evaluate(
+            """async () => (await (await fetch('/api/sessions')).json()).map(
+                s => [s.path, s.kernel && s.kernel.execution_state, s.kernel && s.kernel.connections])"""
+        )
+    except Exception as exc:  # noqa: BLE001 - a sample must never fail the test
+        sample["error"] = repr(exc)[:300]
+    return sample
 
 
 def wait_for_idle_kernel(page):
