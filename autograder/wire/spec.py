@@ -6,7 +6,9 @@
 
 ``zygote`` - the supervisor (host) and the sandbox's zygote, or the relay it forks per notebook::
 
-    host -> zygote   config    {"sandboxed", "scratch", "outdir", "home", "tmp", "preload"}    first frame
+    host -> zygote   config    {"sandboxed", "scratch", "outdir", "home", "tmp", "preload",
+                               "proc"?, "fonts"?}                     first frame (fonts: the
+                               host's matplotlib font list files, {name: text})
                      grade     {"op": "grade", "limits"} + body: the task (JSON: items, files,
                                tests [{"id"}], written), read by the relay, never by the zygote
                      begin     {"op": "begin", "seq"}                 a test starts: restore, names
@@ -99,7 +101,7 @@ SPEC: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, tuple], dict[st
             "tmp": _STR,
             "preload": _LIST,
         },
-        {},
+        {"proc": _STR, "fonts": _DICT},
         "none",
     ),
     ("zygote", "in", "grade"): ({"op": "grade"}, {"limits": _DICT}, {}, "required"),

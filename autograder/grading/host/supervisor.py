@@ -34,6 +34,7 @@ from autograder.grading.host.sandbox import (
     _children,
     _vm_size,
     bwrap_command,
+    font_cache,
     python_command,
     sandbox_env,
     sandbox_tmp,
@@ -349,7 +350,7 @@ class Supervisor:
             }
             env = dict(os.environ, **sandbox_env(home=config["home"], tmp=self._tmp))
             cwd = self._tmp
-        config.update(preload=self.preload)
+        config.update(preload=self.preload, fonts=font_cache())
         self.zygote = _Process(
             cmd,
             self._log("zygote-"),

@@ -144,6 +144,7 @@ def warm_up(config):
     os.environ["HOME"] = config["home"]
     os.environ.setdefault("IPYTHONDIR", os.path.join(config["home"], ".ipython"))
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    _seed_font_cache(config)
     for name in config.get("preload", []):
         try:
             __import__(name)
@@ -180,6 +181,23 @@ def warm_up(config):
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         sys.__dict__.pop(name, None)
     return shell
+
+
+def _seed_font_cache(config):
+    """The host's matplotlib font list (``config["fonts"]``: :func:`..host.sandbox.font_cache`)
+    in this home's cache folder, where matplotlib looks first: without it every zygote builds
+    the list again. Names other than matplotlib's own are ignored."""
+    import re
+
+    fonts = config.get("fonts")
+    if not isinstance(fonts, dict):
+        return
+    folder = os.path.join(config["home"], ".cache", "matplotlib")
+    for name, text in fonts.items():
+        if isinstance(text, str) and re.fullmatch(r"fontlist-v[\w.]+\.json", str(name)):
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as fh:
+                fh.write(text)
 
 
 def _warm_up_torch(torch, train=True):

@@ -1,0 +1,75 @@
+"""A zygote starts with the host's matplotlib font list in its empty home
+(``sandbox.font_cache`` on the host, ``zygote._seed_font_cache`` inside), so that its warm-up
+does not build the list again (``fc-list``, then every font file: 0.1-0.3 s of CPU a zygote).
+"""
+
+import os
+import subprocess
+import sys
+
+from autograder.grading.host.sandbox import FONT_CACHE_MAX, font_cache
+from autograder.grading.inside.zygote import _seed_font_cache
+
+
+def test_only_matplotlibs_font_lists_are_read_and_each_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path))
+    (tmp_path / "fontlist-v3.11.0.json").write_text('{"_version": "3.11.0"}')
+    (tmp_path / "fontlist-v9.9.json").write_bytes(b" " * (FONT_CACHE_MAX + 1))  # too large
+    (tmp_path / "matplotlibrc").write_text("backend: Agg")
+    (tmp_path / "fontlist-v1.json.bak").write_text("{}")
+    assert font_cache() == {"fontlist-v3.11.0.json": '{"_version": "3.11.0"}'}
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "missing"))
+    assert font_cache() == {}
+
+
+def test_the_zygote_writes_only_font_list_names_into_its_home(tmp_path):
+    home = tmp_path / "home"
+    fonts = {
+        "fontlist-v3.11.0.json": "{}",
+        "../../escape.json": "x",
+        "fontlist-v1.json/../../x.json": "x",
+        "matplotlibrc": "backend: TkAgg",
+    }
+    _seed_font_cache({"home": str(home), "fonts": fonts})
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["home/.cache/matplotlib/fontlist-v3.11.0.json"]
+    _seed_font_cache({"home": str(home), "fonts": "not a dict"})  # ignored
+
+
+def test_matplotlib_in_a_seeded_home_uses_the_list_and_builds_none(tmp_path):
+    """The file lands where matplotlib looks (a home with no other matplotlib setting, as in the
+    sandbox): it logs "generated new fontManager" only when it builds the list."""
+    probe = (
+        "import logging; logging.basicConfig(level=logging.INFO);"
+        "import matplotlib.font_manager as fm; fm.findfont('DejaVu Sans')"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CACHE_HOME")}
+    host = tmp_path / "host-cache"
+    built = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=dict(env, MPLCONFIGDIR=str(host)),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "generated new fontManager" in built.stderr, built.stderr  # the host's own list
+    old = os.environ.get("MPLCONFIGDIR")
+    os.environ["MPLCONFIGDIR"] = str(host)
+    try:
+        fonts = font_cache()
+    finally:
+        if old is None:
+            del os.environ["MPLCONFIGDIR"]
+        else:
+            os.environ["MPLCONFIGDIR"] = old
+    assert fonts
+    home = tmp_path / "home"
+    _seed_font_cache({"home": str(home), "fonts": fonts})
+    seeded = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=dict(env, HOME=str(home)),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "generated new fontManager" not in seeded.stderr, seeded.stderr
