@@ -3,6 +3,7 @@
 does not build the list again (``fc-list``, then every font file: 0.1-0.3 s of CPU a zygote).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -13,12 +14,28 @@ from autograder.grading.inside.zygote import _seed_font_cache
 
 def test_only_matplotlibs_font_lists_are_read_and_each_is_bounded(tmp_path, monkeypatch):
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path))
-    (tmp_path / "fontlist-v3.11.0.json").write_text('{"_version": "3.11.0"}')
+    (tmp_path / "fontlist-v3.11.0.json").write_text('{"_version": "3.11.0"}')  # no fonts
     (tmp_path / "fontlist-v9.9.json").write_bytes(b" " * (FONT_CACHE_MAX + 1))  # too large
     (tmp_path / "matplotlibrc").write_text("backend: Agg")
     (tmp_path / "fontlist-v1.json.bak").write_text("{}")
     assert font_cache() == {"fontlist-v3.11.0.json": '{"_version": "3.11.0"}'}
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "missing"))
+    assert font_cache() == {}
+
+
+def test_a_list_naming_a_font_outside_usr_is_not_passed(tmp_path, monkeypatch):
+    """The user's own fonts (in their home) would tell the sandbox about the host."""
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path))
+    entry = {"fname": "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "name": "DejaVu Sans"}
+    bundled = {"fname": "fonts/ttf/DejaVuSans.ttf", "name": "DejaVu Sans"}
+    ok = {"_version": "3.11.0", "ttflist": [entry, bundled], "afmlist": []}
+    (tmp_path / "fontlist-v3.11.0.json").write_text(json.dumps(ok))
+    assert list(font_cache()) == ["fontlist-v3.11.0.json"]
+    for fname in ("/home/alice/.local/share/fonts/Mine.ttf", "fonts/../../../etc/x.ttf", 3):
+        mine = dict(ok, afmlist=[{"fname": fname, "name": "Mine"}])
+        (tmp_path / "fontlist-v3.11.0.json").write_text(json.dumps(mine))
+        assert font_cache() == {}, fname
+    (tmp_path / "fontlist-v3.11.0.json").write_text("not json")
     assert font_cache() == {}
 
 

@@ -212,7 +212,9 @@ def font_cache() -> dict[str, str]:
     warm-up 0.1-0.3 s of CPU (2026-12-08, 2 cores). The file is the instructor's own data, read as
     text; matplotlib checks the version it names, and finds a font again itself when the file the
     list names is missing (the sandbox sees ``/usr`` only), so a stale list costs at most the time
-    it saves. Empty when matplotlib never ran here."""
+    it saves. A list that names a font outside ``/usr`` and matplotlib's own folder (the user's
+    fonts, in their home) is not passed: it would tell the sandbox about the host. Empty when
+    matplotlib never ran here."""
     folder = os.environ.get("MPLCONFIGDIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "matplotlib"
     )
@@ -225,11 +227,29 @@ def font_cache() -> dict[str, str]:
         try:
             with open(os.path.join(folder, name), "rb") as fh:
                 data = fh.read(FONT_CACHE_MAX + 1)
-            if len(data) <= FONT_CACHE_MAX:
+            if len(data) <= FONT_CACHE_MAX and _fonts_seen_inside(data):
                 out[name] = data.decode("utf-8")
         except (OSError, UnicodeDecodeError):
             pass
     return out
+
+
+def _fonts_seen_inside(data: bytes) -> bool:
+    """Whether every font a font list names lies where the sandbox sees it: ``/usr``, or
+    matplotlib's own data folder (a relative name)."""
+    import json
+
+    try:
+        fonts = json.loads(data)
+        names = [e["fname"] for key in ("ttflist", "afmlist") for e in fonts.get(key, [])]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return False
+    return all(
+        isinstance(n, str)
+        and ".." not in n.split("/")
+        and (n.startswith("/usr/") or not n.startswith("/"))
+        for n in names
+    )
 
 
 def python_command(module="inside.zygote", function="main") -> list[str]:
