@@ -53,40 +53,34 @@ def test_the_zygote_writes_only_font_list_names_into_its_home(tmp_path):
     _seed_font_cache({"home": str(home), "fonts": "not a dict"})  # ignored
 
 
-def test_matplotlib_in_a_seeded_home_uses_the_list_and_builds_none(tmp_path):
-    """The file lands where matplotlib looks (a home with no other matplotlib setting, as in the
-    sandbox): it logs "generated new fontManager" only when it builds the list."""
+def _matplotlib_log(**env) -> str:
+    """What matplotlib logs when it finds a font in a fresh process with ``env`` (and no other
+    matplotlib setting, as in the sandbox)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CACHE_HOME")}
     probe = (
         "import logging; logging.basicConfig(level=logging.INFO);"
         "import matplotlib.font_manager as fm; fm.findfont('DejaVu Sans')"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CACHE_HOME")}
-    host = tmp_path / "host-cache"
-    built = subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-c", probe],
-        env=dict(env, MPLCONFIGDIR=str(host)),
+        env=dict(base, **env),
         capture_output=True,
         text=True,
         check=True,
     )
-    assert "generated new fontManager" in built.stderr, built.stderr  # the host's own list
-    old = os.environ.get("MPLCONFIGDIR")
-    os.environ["MPLCONFIGDIR"] = str(host)
-    try:
-        fonts = font_cache()
-    finally:
-        if old is None:
-            del os.environ["MPLCONFIGDIR"]
-        else:
-            os.environ["MPLCONFIGDIR"] = old
+    return done.stderr
+
+
+def test_matplotlib_in_a_seeded_home_uses_the_list_and_builds_none(tmp_path, monkeypatch):
+    """The file lands where matplotlib looks: it logs "generated new fontManager" only when it
+    builds the list."""
+    host = tmp_path / "host-cache"
+    built = _matplotlib_log(MPLCONFIGDIR=str(host))
+    assert "generated new fontManager" in built, built  # the host's own list
+    monkeypatch.setenv("MPLCONFIGDIR", str(host))
+    fonts = font_cache()
     assert fonts
     home = tmp_path / "home"
     _seed_font_cache({"home": str(home), "fonts": fonts})
-    seeded = subprocess.run(
-        [sys.executable, "-c", probe],
-        env=dict(env, HOME=str(home)),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "generated new fontManager" not in seeded.stderr, seeded.stderr
+    seeded = _matplotlib_log(HOME=str(home))
+    assert "generated new fontManager" not in seeded, seeded
