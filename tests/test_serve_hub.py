@@ -135,7 +135,15 @@ c.JupyterHub.load_roles = [
     )
     log.close()
     deadline = time.monotonic() + 600
-    while "] serving " not in (root / "hub.log").read_text(errors="replace"):
+    # both: `autograder serve` polls its inbound ("] serving "), and the hub has added its own
+    # route to the proxy, which it does only after its managed services answer ("JupyterHub is
+    # now running"). Under 4 CPU burners the service's line came first (01:41:25.2) and the hub's
+    # API through the proxy still answered 404 a second later (no route yet): serve's line alone
+    # is not the hub being up.
+    while not all(
+        line in (root / "hub.log").read_text(errors="replace")
+        for line in ("] serving ", "JupyterHub is now running")
+    ):
         if proc.poll() is not None or time.monotonic() > deadline:
             ended = proc.poll()  # before stop_hub: how it ended by itself, or still running
             stop_hub(proc)
