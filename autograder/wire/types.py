@@ -17,6 +17,7 @@ untrusted data (every field is checked where it is used).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -29,6 +30,8 @@ MiB = 1 << 20
 # many, this many folders deep, MAX_FILES_BYTES together
 MAX_WRITTEN_FILES = 1000
 MAX_WRITTEN_DEPTH = 16
+# the only files of the host a zygote gets in its home: matplotlib's font lists (config["fonts"])
+FONT_LIST_NAME = re.compile(r"fontlist-v[\w.]+\.json")
 
 # the memory a submission may use beyond the warm Python (and the judge beyond its own warm
 # size, which gets this much even when the students' limit is off)

@@ -35,6 +35,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from autograder.wire.types import FONT_LIST_NAME
+
 ETC_FILES = (
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
@@ -220,7 +222,7 @@ def font_cache() -> dict[str, str]:
     )
     out: dict[str, str] = {}
     try:
-        names = sorted(n for n in os.listdir(folder) if re.fullmatch(r"fontlist-v[\w.]+\.json", n))
+        names = sorted(n for n in os.listdir(folder) if FONT_LIST_NAME.fullmatch(n))
     except OSError:
         return out
     for name in names[-2:]:

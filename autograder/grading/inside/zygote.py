@@ -53,7 +53,7 @@ from autograder.wire.frames import (
     write_frame,
 )
 from autograder.wire.pace import Budget, Pace
-from autograder.wire.types import MAX_WRITTEN_DEPTH, MAX_WRITTEN_FILES
+from autograder.wire.types import FONT_LIST_NAME, MAX_WRITTEN_DEPTH, MAX_WRITTEN_FILES
 
 PROTO_IN, PROTO_OUT = 1021, 1022
 OUTPUT_KEEP = 20_000  # characters of a cell's output kept
@@ -187,14 +187,12 @@ def _seed_font_cache(config):
     """The host's matplotlib font list (``config["fonts"]``: :func:`..host.sandbox.font_cache`)
     in this home's cache folder, where matplotlib looks first: without it every zygote builds
     the list again. Names other than matplotlib's own are ignored."""
-    import re
-
     fonts = config.get("fonts")
     if not isinstance(fonts, dict):
         return
     folder = os.path.join(config["home"], ".cache", "matplotlib")
     for name, text in fonts.items():
-        if isinstance(text, str) and re.fullmatch(r"fontlist-v[\w.]+\.json", str(name)):
+        if isinstance(text, str) and FONT_LIST_NAME.fullmatch(str(name)):
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, name), "w", encoding="utf-8") as fh:
                 fh.write(text)
